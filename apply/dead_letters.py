@@ -1,0 +1,61 @@
+"""The dead-letter table: messages that could not be decoded, kept whole.
+
+Written before the offsets past them are committed, and merged on
+(topic, partition, offset) so a replay never records a message twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Sequence
+
+from apply.locator import TableLocator
+from schema_cache.exceptions import DecodeError
+
+_TABLE = "dead_letters"
+_COLUMNS = (
+    "topic STRING, partition INT, offset BIGINT, key BINARY, value BINARY, "
+    "error_type STRING, reason STRING, consumer STRING, recorded_at TIMESTAMP"
+)
+_SOURCE_VIEW = "ticdc_delta_dead_letter_source"
+
+
+class DeadLetterTable:
+    def __init__(self, spark, locator: TableLocator, consumer: str) -> None:
+        self._spark = spark
+        self._locator = locator
+        self._consumer = consumer
+        self.sql_name = locator.internal_sql_name(_TABLE)
+        self._created = False
+
+    def write(self, errors: Sequence[DecodeError]) -> None:
+        if not errors:
+            return
+        if not self._created:
+            self._locator.prepare_internal(self._spark)
+            self._spark.sql(f"CREATE TABLE IF NOT EXISTS {self.sql_name} ({_COLUMNS}) USING DELTA")
+            self._created = True
+        now = dt.datetime.now(dt.timezone.utc)
+        rows = [
+            (
+                e.position.topic,
+                e.position.partition,
+                e.position.offset,
+                e.key,
+                e.value,
+                type(e).__name__,
+                e.reason,
+                self._consumer,
+                now,
+            )
+            for e in errors
+        ]
+        self._spark.createDataFrame(rows, schema=_COLUMNS).createOrReplaceTempView(_SOURCE_VIEW)
+        try:
+            self._spark.sql(
+                f"MERGE INTO {self.sql_name} AS t USING {_SOURCE_VIEW} AS s "
+                "ON t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset "
+                "WHEN NOT MATCHED THEN INSERT *"
+            )
+        finally:
+            self._spark.catalog.dropTempView(_SOURCE_VIEW)

@@ -1,0 +1,145 @@
+"""The ordering gate: per-partition watermarks decide which events are complete.
+
+TiCDC spreads a table's rows over the partitions of its topic and sends a
+watermark to every partition: once a partition carries watermark W, every
+event with commitTs <= W for that partition has been sent before it. So an
+event is complete (nothing it must follow can still arrive) once *every*
+partition of its topic has passed its commitTs. A table lives in exactly one
+topic, so each topic is gated by its own minimum; topics do not wait for each
+other.
+
+DDL is sent to every partition; the copies are collapsed into one event, which
+is released like a row change, after every partition passed its commitTs:
+by then every earlier row of the table is in the same release, ahead of it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from schema_cache.events import Event, RowChange, SchemaChange, TableName, Watermark
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class _PartitionProgress:
+    watermark: int = 0
+    # (offset, watermark) of watermark messages not yet behind the committed
+    # offset: what a restart from a given offset may safely assume.
+    observations: list[tuple[int, int]] = field(default_factory=list)
+
+
+class WatermarkGate:
+    def __init__(self, partitions: Mapping[str, Iterable[int]]) -> None:
+        self._progress = {
+            (topic, p): _PartitionProgress() for topic, ids in partitions.items() for p in ids
+        }
+        self._buffer: list[tuple[int, int, Event]] = []
+        self._arrival = itertools.count()
+        self._ddl_seen: set[tuple[TableName, int, str]] = set()
+
+    # --- input ----------------------------------------------------------------
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, Watermark):
+            self._observe(event)
+            return
+        if isinstance(event, SchemaChange):
+            identity = (event.table, event.commit_ts, event.kind.value)
+            if identity in self._ddl_seen:
+                return  # the same DDL's copy from another partition
+            self._ddl_seen.add(identity)
+        self._buffer.append((event.commit_ts, next(self._arrival), event))
+
+    def _observe(self, mark: Watermark) -> None:
+        tp = (mark.position.topic, mark.position.partition)
+        progress = self._progress.get(tp)
+        if progress is None:
+            log.warning("watermark from unassigned partition %s ignored", mark.position)
+            return
+        if mark.commit_ts < progress.watermark:
+            # A replay (TiCDC or consumer restart): watermarks never move back.
+            log.info(
+                "ignoring watermark %d at %s below current %d (replay)",
+                mark.commit_ts,
+                mark.position,
+                progress.watermark,
+            )
+            return
+        progress.watermark = mark.commit_ts
+        progress.observations.append((mark.position.offset, mark.commit_ts))
+
+    # --- output ---------------------------------------------------------------
+
+    def topic_watermark(self, topic: str) -> int:
+        return min(p.watermark for (t, _), p in self._progress.items() if t == topic)
+
+    def watermarks(self) -> dict[str, int]:
+        topics = {t for t, _ in self._progress}
+        return {t: self.topic_watermark(t) for t in sorted(topics)}
+
+    def release(self, holds: Mapping[TableName, int] | None = None) -> list[Event]:
+        """Remove and return the complete events, ordered by (commitTs, arrival).
+
+        `holds` maps a table to the commitTs of its oldest event still waiting
+        elsewhere (a parked message): that table's events from there on stay.
+        """
+        holds = holds or {}
+        limits = self.watermarks()
+        ready, waiting = [], []
+        for item in self._buffer:
+            commit_ts, _, event = item
+            table = event.table  # type: ignore[union-attr]
+            complete = commit_ts <= limits[event.position.topic] and commit_ts < holds.get(table, 1 << 64)
+            (ready if complete else waiting).append(item)
+        self._buffer = waiting
+        ready.sort(key=lambda item: item[:2])
+        lowest = min(limits.values(), default=0)
+        self._ddl_seen = {d for d in self._ddl_seen if d[1] > lowest}
+        return [event for _, _, event in ready]
+
+    def pending_offsets(self) -> dict[TopicPartition, int]:
+        """The lowest offset of a buffered event, per partition."""
+        lowest: dict[TopicPartition, int] = {}
+        for _, _, event in self._buffer:
+            pos = event.position
+            tp = (pos.topic, pos.partition)
+            lowest[tp] = min(lowest.get(tp, pos.offset), pos.offset)
+        return lowest
+
+    def __len__(self) -> int:
+        return len(self._buffer)
+
+    # --- restart state ----------------------------------------------------------
+
+    def safe_watermarks(self, committed: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Per partition, the highest watermark read before its committed offset.
+
+        Every event a restart from `committed` will not re-read lies before
+        that offset and has been applied, so a restart may begin with these
+        watermarks instead of waiting for fresh ones.
+        """
+        safe = {}
+        for tp, progress in self._progress.items():
+            start = committed.get(tp, 0)
+            # Observations are in offset order, so those behind `start` are a prefix.
+            behind = sum(1 for offset, _ in progress.observations if offset < start)
+            if behind:
+                # Keep the newest one behind the offset: the next save needs it too.
+                del progress.observations[: behind - 1]
+                safe[tp] = progress.observations[0][1]
+        return safe
+
+    def restore(self, watermarks: Mapping[TopicPartition, int]) -> None:
+        """Start from watermarks saved by `safe_watermarks` (before any offset)."""
+        for tp, ts in watermarks.items():
+            progress = self._progress.get(tp)
+            if progress is not None and ts > progress.watermark:
+                progress.watermark = ts
+                progress.observations.insert(0, (-1, ts))

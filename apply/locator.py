@@ -1,0 +1,121 @@
+"""Where materialized tables live: directories under a root, or catalog tables.
+
+Path mode: `<root>/<database>/<table>` (names encoded by `path_segment`), and
+the project's own tables under `<root>/_ticdc/`. Catalog mode:
+`<catalog>.<database>.<table>`, and the project's own tables in
+`<catalog>.<meta_schema>`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urlparse
+
+from apply.identifiers import path_segment, quote, quote_parts
+from schema_cache.events import TableName
+from schema_cache.exceptions import ApplyError
+
+
+class TableLocator(Protocol):
+    def sql_name(self, table: TableName) -> str:
+        """A quoted name usable in Spark SQL."""
+        ...
+
+    def internal_sql_name(self, name: str) -> str:
+        """A quoted name for one of the project's own tables (checkpoints, ...)."""
+        ...
+
+    def prepare(self, spark, table: TableName) -> None:
+        """Create what must exist before the table can be created."""
+        ...
+
+    def prepare_internal(self, spark) -> None: ...
+
+    def drop(self, spark, table: TableName) -> None: ...
+
+    def rename(self, spark, old: TableName, new: TableName) -> None: ...
+
+    def describe(self, table: TableName) -> str: ...
+
+
+def _local_dir(root: str) -> str | None:
+    parsed = urlparse(root)
+    if parsed.scheme in ("", "file"):
+        return os.path.abspath(parsed.path if parsed.scheme else root)
+    return None
+
+
+@dataclass(frozen=True)
+class PathLocator:
+    root: str
+
+    def path(self, table: TableName) -> str:
+        return f"{self.root.rstrip('/')}/{path_segment(table.database)}/{path_segment(table.table)}"
+
+    def sql_name(self, table: TableName) -> str:
+        return f"delta.{quote(self.path(table))}"
+
+    def internal_sql_name(self, name: str) -> str:
+        return f"delta.{quote(self.root.rstrip('/') + '/_ticdc/' + path_segment(name))}"
+
+    def prepare(self, spark, table: TableName) -> None:
+        pass  # Delta creates the directory
+
+    def prepare_internal(self, spark) -> None:
+        pass
+
+    def _local_path(self, table: TableName) -> str:
+        root = _local_dir(self.root)
+        if root is None:
+            raise ApplyError(
+                f"dropping or renaming path tables needs a local target.path, not {self.root!r}; "
+                "use catalog tables (target.catalog) for object stores"
+            )
+        path = os.path.abspath(os.path.join(root, path_segment(table.database), path_segment(table.table)))
+        # path_segment already makes this impossible; checked because a wrong
+        # delete here would be unrecoverable.
+        if os.path.commonpath([root, path]) != root or path == root:
+            raise ApplyError(f"refusing to touch {path!r}: outside target.path {root!r}")
+        return path
+
+    def drop(self, spark, table: TableName) -> None:
+        shutil.rmtree(self._local_path(table), ignore_errors=True)
+
+    def rename(self, spark, old: TableName, new: TableName) -> None:
+        target = self._local_path(new)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.rename(self._local_path(old), target)
+
+    def describe(self, table: TableName) -> str:
+        return self.path(table)
+
+
+@dataclass(frozen=True)
+class CatalogLocator:
+    catalog: str
+    meta_schema: str = "_ticdc"
+
+    def sql_name(self, table: TableName) -> str:
+        return quote_parts(self.catalog, table.database, table.table)
+
+    def internal_sql_name(self, name: str) -> str:
+        return quote_parts(self.catalog, self.meta_schema, name)
+
+    def prepare(self, spark, table: TableName) -> None:
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_parts(self.catalog, table.database)}")
+
+    def prepare_internal(self, spark) -> None:
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_parts(self.catalog, self.meta_schema)}")
+
+    def drop(self, spark, table: TableName) -> None:
+        spark.sql(f"DROP TABLE IF EXISTS {self.sql_name(table)}")
+
+    def rename(self, spark, old: TableName, new: TableName) -> None:
+        self.prepare(spark, new)
+        spark.sql(f"ALTER TABLE {self.sql_name(old)} RENAME TO {self.sql_name(new)}")
+
+    def describe(self, table: TableName) -> str:
+        return f"{self.catalog}.{table.database}.{table.table}"

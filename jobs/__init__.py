@@ -1,0 +1,1 @@
+"""Config, CLI, run modes: the only place Kafka, Spark and the core meet."""

@@ -1,0 +1,138 @@
+"""Reading the configured topics with confluent-kafka.
+
+All partitions of every configured topic are assigned to this one consumer
+(no group rebalancing): a table's rows are spread over all partitions of its
+topic, and only a consumer that sees every partition can tell when a
+commitTs is complete. The consumer group is used for committed offsets only.
+Scale out by running one materializer per set of topics.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+
+from jobs.config import KafkaConfig
+from schema_cache.events import RawMessage
+from schema_cache.exceptions import MaterializerError
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+_METADATA_TIMEOUT = 30.0
+
+
+class SourceError(MaterializerError):
+    """Kafka could not be read."""
+
+
+class KafkaSource:
+    def __init__(self, config: KafkaConfig) -> None:
+        self._config = config
+        self._consumer = Consumer(
+            {
+                **config.properties,
+                "bootstrap.servers": config.bootstrap_servers,
+                "group.id": config.group_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": config.start_from,
+            }
+        )
+        self._next: dict[TP, int] = {}
+        self._end: dict[TP, int] = {}
+
+    def partitions(self) -> dict[str, list[int]]:
+        try:
+            metadata = self._consumer.list_topics(timeout=_METADATA_TIMEOUT)
+        except KafkaException as err:
+            raise SourceError(f"cannot reach Kafka at {self._config.bootstrap_servers}: {err}") from err
+        found = {}
+        for topic in self._config.topics:
+            described = metadata.topics.get(topic)
+            if described is None or described.error is not None or not described.partitions:
+                raise SourceError(f"kafka.topics: topic {topic!r} does not exist at {self._config.bootstrap_servers}")
+            found[topic] = sorted(described.partitions)
+        return found
+
+    def open(self, resume: Mapping[TP, int] | None = None) -> dict[str, list[int]]:
+        """Assign every partition; start at `resume`, else the group's commits, else `start_from`.
+
+        Also notes each partition's end offset now: what "until idle" drains.
+        """
+        partitions = self.partitions()
+        tps = [TopicPartition(t, p) for t, ids in partitions.items() for p in ids]
+        committed = {(c.topic, c.partition): c.offset for c in self._consumer.committed(tps, timeout=_METADATA_TIMEOUT)}
+        assignment = []
+        for tp in tps:
+            key = (tp.topic, tp.partition)
+            low, high = self._consumer.get_watermark_offsets(tp, timeout=_METADATA_TIMEOUT)
+            self._end[key] = high
+            start = (resume or {}).get(key)
+            if start is None and committed.get(key, -1) >= 0:
+                start = committed[key]
+            if start is None:
+                start = low if self._config.start_from == "earliest" else high
+            start = max(start, low)  # retention may have removed what we would resume from
+            self._next[key] = start
+            assignment.append(TopicPartition(tp.topic, tp.partition, start))
+        self._consumer.assign(assignment)
+        log.info(
+            "reading %s from %s",
+            ", ".join(f"{t}[{p}]" for t, p in self._next),
+            {f"{t}[{p}]": o for (t, p), o in self._next.items()},
+        )
+        return partitions
+
+    def poll(self, max_messages: int, timeout: float) -> list[RawMessage]:
+        out = []
+        for message in self._consumer.consume(num_messages=max_messages, timeout=timeout):
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if error.fatal() or not error.retriable():
+                    raise SourceError(f"reading {message.topic()}[{message.partition()}] failed: {error}")
+                log.warning("transient Kafka error: %s", error)
+                continue
+            key = (message.topic(), message.partition())
+            self._next[key] = message.offset() + 1
+            _, timestamp = message.timestamp()
+            out.append(
+                RawMessage(
+                    topic=message.topic(),
+                    partition=message.partition(),
+                    offset=message.offset(),
+                    key=message.key(),
+                    value=message.value(),
+                    headers=tuple(message.headers() or ()),
+                    timestamp_ms=timestamp if timestamp > 0 else None,
+                )
+            )
+        return out
+
+    def next_offsets(self) -> dict[TP, int]:
+        """Per partition, the offset after the last message read."""
+        return dict(self._next)
+
+    def caught_up(self) -> bool:
+        """True once every partition was read up to its end offset noted at `open`."""
+        positions = self._consumer.position([TopicPartition(t, p) for t, p in self._next])
+        for tp in positions:
+            key = (tp.topic, tp.partition)
+            # position() also steps over transaction markers, which are never delivered.
+            reached = max(self._next[key], tp.offset if tp.offset >= 0 else -1)
+            if reached < self._end[key]:
+                return False
+        return True
+
+    def commit(self, offsets: Mapping[TP, int]) -> None:
+        if offsets:
+            self._consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+            )
+
+    def close(self) -> None:
+        self._consumer.close()

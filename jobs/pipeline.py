@@ -1,0 +1,195 @@
+"""The consumer loop: read a batch, decode, gate, apply, checkpoint, commit.
+
+Order of durability per batch: Delta table commits, then dead letters, then
+the checkpoint row, then Kafka offsets. Offsets never pass a message whose
+effects are not yet durable: events still waiting in the gate and messages
+parked for their schema hold their partition's offset back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from apply.applier import Applier
+from apply.checkpoint import Checkpoint, CheckpointStore
+from apply.dead_letters import DeadLetterTable
+from apply.gate import WatermarkGate
+from apply.locator import CatalogLocator, PathLocator, TableLocator
+from jobs.config import Config
+from jobs.kafka_source import KafkaSource
+from schema_cache.decoder import Decoder, DecoderOptions, create_decoder
+from schema_cache.events import TableName
+from schema_cache.exceptions import DecodeError
+
+log = logging.getLogger(__name__)
+
+
+def locator_for(config: Config) -> TableLocator:
+    if config.target.path:
+        return PathLocator(config.target.path)
+    return CatalogLocator(config.target.catalog, config.target.meta_schema)
+
+
+@dataclass
+class RunResult:
+    batches: int = 0
+    messages: int = 0
+    rows_applied: int = 0
+    schema_changes: int = 0
+    replays_skipped: int = 0
+    dead_letters: int = 0
+    waiting: int = 0
+    tables: dict[str, int] = field(default_factory=dict)
+
+
+class Pipeline:
+    def __init__(self, config: Config, spark, *, stop: threading.Event | None = None) -> None:
+        self._config = config
+        self._consumer_id = config.kafka.group_id
+        locator = locator_for(config)
+        self._decoder: Decoder = create_decoder(
+            config.protocol.name,
+            DecoderOptions(config.protocol.encoding, config.protocol.schema_wait_seconds),
+        )
+        self._applier = Applier(spark, locator)
+        self._checkpoints = CheckpointStore(spark, locator)
+        self._dead_letters = DeadLetterTable(spark, locator, self._consumer_id)
+        self._source = KafkaSource(config.kafka)
+        self._stop = stop or threading.Event()
+        self._gate: WatermarkGate | None = None
+        self._batch = 0
+        self._saved: tuple | None = None
+
+    def run(self) -> RunResult:
+        log.info("effective configuration: %s", json.dumps(self._config.describe(), sort_keys=True))
+        try:
+            self._start()
+            return self._loop()
+        finally:
+            self._source.close()
+
+    def _start(self) -> None:
+        checkpoint = self._checkpoints.load(self._consumer_id)
+        if checkpoint is not None:
+            log.info("resuming %s from checkpoint batch %d", self._consumer_id, checkpoint.batch)
+            self._decoder.restore(checkpoint.decoder_state)
+            self._batch = checkpoint.batch
+        partitions = self._source.open(checkpoint.offsets if checkpoint else None)
+        self._gate = WatermarkGate(partitions)
+        if checkpoint is not None:
+            self._gate.restore(checkpoint.watermarks)
+
+    def _loop(self) -> RunResult:
+        result = RunResult()
+        until_idle = self._config.run.mode == "until-idle"
+        last_message_at = time.monotonic()
+        while not self._stop.is_set():
+            messages = self._collect(until_idle)
+            if messages:
+                last_message_at = time.monotonic()
+            self._process(messages, result)
+            if until_idle and self._source.caught_up():
+                break
+            if until_idle and time.monotonic() - last_message_at > self._config.run.idle_timeout_seconds:
+                log.warning(
+                    "no message for %gs before reaching the end offsets noted at start; stopping",
+                    self._config.run.idle_timeout_seconds,
+                )
+                break
+        result.waiting = len(self._gate) + len(self._decoder.parked())
+        result.tables = {str(t): ts for t, ts in self._applier.applied_ts().items()}
+        if result.waiting:
+            log.info(
+                "%d events wait for a later watermark or their schema; they stay uncommitted for the next run",
+                result.waiting,
+            )
+        return result
+
+    def _collect(self, until_idle: bool) -> list:
+        run = self._config.run
+        deadline = time.monotonic() + run.batch_max_seconds
+        batch = []
+        while len(batch) < run.batch_max_messages and not self._stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            got = self._source.poll(min(run.batch_max_messages - len(batch), 10_000), min(remaining, 0.5))
+            batch.extend(got)
+            if until_idle and not got and self._source.caught_up():
+                break
+        return batch
+
+    def _process(self, messages: list, result: RunResult) -> None:
+        errors: list[DecodeError] = []
+        for message in messages:
+            try:
+                for event in self._decoder.decode(message):
+                    self._gate.add(event)
+            except DecodeError as err:
+                self._bad_message(err, errors)
+        for err in self._decoder.take_errors():
+            self._bad_message(err, errors)
+
+        holds: dict[TableName, int] = {}
+        for parked in self._decoder.parked():
+            holds[parked.table] = min(holds.get(parked.table, parked.commit_ts), parked.commit_ts)
+        released = self._gate.release(holds)
+        summary = self._applier.apply(released, self._gate.watermarks())
+        self._dead_letters.write(errors)
+
+        offsets = self._committable_offsets()
+        watermarks = self._gate.safe_watermarks(offsets)
+        if (offsets, watermarks) != self._saved or summary:
+            self._batch += 1
+            self._checkpoints.save(
+                Checkpoint(
+                    consumer=self._consumer_id,
+                    batch=self._batch,
+                    offsets=offsets,
+                    watermarks=watermarks,
+                    tables={str(t): ts for t, ts in self._applier.applied_ts().items()},
+                    decoder_state=self._decoder.state(),
+                )
+            )
+            self._source.commit(offsets)
+            self._saved = (offsets, watermarks)
+
+        result.batches += 1
+        result.messages += len(messages)
+        result.rows_applied += sum(summary.merged_rows.values())
+        result.schema_changes += summary.schema_changes
+        result.replays_skipped += summary.skipped_replays
+        result.dead_letters += len(errors)
+        if messages or summary:
+            log.info(
+                "batch %d: %d messages, %d released, %d rows merged into %d tables, %d DDL, %d replays skipped, "
+                "%d dead letters, %d waiting; watermarks %s",
+                self._batch,
+                len(messages),
+                len(released),
+                sum(summary.merged_rows.values()),
+                len(summary.merged_rows),
+                summary.schema_changes,
+                summary.skipped_replays,
+                len(errors),
+                len(self._gate) + len(self._decoder.parked()),
+                self._gate.watermarks(),
+            )
+
+    def _bad_message(self, err: DecodeError, errors: list[DecodeError]) -> None:
+        if self._config.policy.on_bad_message == "fail":
+            raise err
+        log.warning("dead-lettering %s: %s", err.position, err.reason)
+        errors.append(err)
+
+    def _committable_offsets(self) -> dict[tuple[str, int], int]:
+        offsets = self._source.next_offsets()
+        held = self._gate.pending_offsets()
+        for parked in self._decoder.parked():
+            tp = (parked.position.topic, parked.position.partition)
+            held[tp] = min(held.get(tp, parked.position.offset), parked.position.offset)
+        return {tp: min(offset, held.get(tp, offset)) for tp, offset in offsets.items()}

@@ -1,0 +1,105 @@
+"""The one place a SparkSession is obtained.
+
+Under Databricks, spark-submit or Spark Connect the session already exists (or
+is described by the environment) and is used as it is: the product never
+reconfigures a session it did not create. Otherwise it builds a local one with
+Delta, whose jars come from Maven Central on first use and are cached.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+from typing import Mapping
+
+from pyspark.sql import SparkSession
+
+from jobs.paths import cache_dir
+
+log = logging.getLogger(__name__)
+
+# Local-mode settings: small shuffles and snapshot reconstruction (the data per
+# batch is small and there are 2 cores), no UI.
+LOCAL_DEFAULTS = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.memory": "2g",
+}
+
+_IVY_SETTINGS = """<ivysettings>
+  <settings defaultResolver="central"/>
+  <resolvers>
+    <ibiblio name="central" m2compatible="true" root="https://repo1.maven.org/maven2/"/>
+  </resolvers>
+</ivysettings>
+"""
+
+_LOG4J = """rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+logger.netutil.name = org.apache.spark.util.Utils
+logger.netutil.level = error
+logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
+logger.nativecode.level = error
+"""
+
+
+def delta_package() -> str:
+    """The Maven coordinate of the Delta jar matching the installed pyspark and delta-spark."""
+    import pyspark
+
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    delta_version = importlib.metadata.version("delta-spark")
+    return f"io.delta:delta-spark_{spark_minor}_2.13:{delta_version}"
+
+
+def _under_existing_runtime() -> bool:
+    # spark-submit starts the Python driver with a gateway to its JVM;
+    # Databricks and Spark Connect announce themselves in the environment.
+    return any(v in os.environ for v in ("PYSPARK_GATEWAY_PORT", "DATABRICKS_RUNTIME_VERSION", "SPARK_REMOTE"))
+
+
+def local_conf(master: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    cache = cache_dir()
+    ivy_settings = cache / "ivysettings.xml"
+    ivy_settings.write_text(_IVY_SETTINGS)
+    log4j = cache / "log4j2-spark.properties"
+    log4j.write_text(_LOG4J)
+    conf = {
+        "spark.master": master,
+        "spark.app.name": "ticdc-delta",
+        "spark.jars.packages": delta_package(),
+        "spark.jars.ivy": str(cache / "ivy"),
+        "spark.jars.ivySettings": str(ivy_settings),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
+        **LOCAL_DEFAULTS,
+    }
+    conf.update(extra or {})
+    return conf
+
+
+def get_spark(master: str = "local[*]", conf: Mapping[str, str] | None = None) -> SparkSession:
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    if _under_existing_runtime():
+        log.info("using the Spark session of the surrounding runtime")
+        return SparkSession.builder.getOrCreate()
+    builder = SparkSession.builder
+    for key, value in local_conf(master, conf).items():
+        builder = builder.config(key, value)
+    log.info("starting local Spark (%s) with %s", master, delta_package())
+    return builder.getOrCreate()

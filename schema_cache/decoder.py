@@ -1,0 +1,64 @@
+"""The one decoder interface, and the one place a protocol name picks a decoder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from schema_cache.events import Event, RawMessage
+from schema_cache.exceptions import ConfigError, DecodeError
+from schema_cache.parking import ParkedMessage
+
+
+class Decoder(Protocol):
+    """Turns raw Kafka messages of one protocol into events.
+
+    Implementations keep the protocol's schema cache. `decode` raises
+    DecodeError for a message it cannot decode; it returns no events for a
+    message it parks until its schema is known, and may return events of
+    earlier parked messages when their schema arrives.
+    """
+
+    def decode(self, message: RawMessage) -> list[Event]: ...
+
+    def parked(self) -> list[ParkedMessage]:
+        """Messages held back waiting for their schema."""
+        ...
+
+    def take_errors(self) -> list[DecodeError]:
+        """Errors of earlier parked messages (released and failed, or timed out)."""
+        ...
+
+    def state(self) -> bytes:
+        """The schema cache, serialized, to be saved with a checkpoint."""
+        ...
+
+    def restore(self, state: bytes) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DecoderOptions:
+    encoding: str = "json"
+    schema_wait_seconds: float = 600.0
+
+
+def _simple(options: DecoderOptions) -> Decoder:
+    from schema_cache.simple.decoder import SimpleDecoder
+
+    if options.encoding != "json":
+        raise ConfigError(
+            f"protocol.encoding: {options.encoding!r} is not supported for protocol 'simple' yet; allowed: json"
+        )
+    return SimpleDecoder(schema_wait_seconds=options.schema_wait_seconds)
+
+
+DECODERS: dict[str, Callable[[DecoderOptions], Decoder]] = {"simple": _simple}
+
+
+def create_decoder(protocol: str, options: DecoderOptions = DecoderOptions()) -> Decoder:
+    try:
+        factory = DECODERS[protocol]
+    except KeyError:
+        allowed = ", ".join(sorted(DECODERS))
+        raise ConfigError(f"protocol.name: unknown protocol {protocol!r}; allowed: {allowed}") from None
+    return factory(options)

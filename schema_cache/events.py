@@ -1,0 +1,153 @@
+"""The protocol-neutral event model.
+
+Decoders turn raw Kafka messages into these values; everything after
+`schema_cache` (the ordering gate, the applier, the jobs) works only with them
+and never sees bytes or protocol names.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Union
+
+
+@dataclass(frozen=True, slots=True)
+class TableName:
+    """An upstream table, as (database, table). Both parts are untrusted data."""
+
+    database: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.database}.{self.table}"
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a message was read: enough to find it again and to commit past it."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+
+@dataclass(frozen=True, slots=True)
+class RawMessage:
+    """One Kafka record, as the consumer delivered it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp_ms: int | None = None
+
+    @property
+    def position(self) -> Position:
+        return Position(self.topic, self.partition, self.offset)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column of the materialized table.
+
+    `spark_type` is a Spark SQL type string (for example ``DECIMAL(20,0)``);
+    `default` is the upstream default already converted to the Python value of
+    that type (None when there is none or it cannot be represented, such as
+    ``CURRENT_TIMESTAMP``). `source_type` describes the upstream type for logs.
+    """
+
+    name: str
+    spark_type: str
+    nullable: bool = True
+    default: object = None
+    source_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TableSchema:
+    """The structure of an upstream table at one schema version.
+
+    `key` names the handle-key columns (primary key, else a NOT NULL unique
+    key); it is empty for tables with neither.
+    """
+
+    name: TableName
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    table_id: int | None = None
+    version: int | None = None
+
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def key_indexes(self) -> tuple[int, ...]:
+        names = self.column_names()
+        return tuple(names.index(k) for k in self.key)
+
+    def same_structure(self, other: TableSchema) -> bool:
+        """True when both describe the same columns and key (names may differ)."""
+        return self.columns == other.columns and self.key == other.key
+
+
+class Op(enum.Enum):
+    INSERT = "INSERT"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+
+
+@dataclass(frozen=True, slots=True)
+class RowChange:
+    """One row mutation. `before`/`after` hold values in `schema.columns` order."""
+
+    table: TableName
+    commit_ts: int
+    op: Op
+    before: tuple | None
+    after: tuple | None
+    schema: TableSchema = field(repr=False)
+    position: Position
+
+
+class SchemaChangeKind(enum.Enum):
+    CREATE = "CREATE"
+    ALTER = "ALTER"
+    RENAME = "RENAME"
+    TRUNCATE = "TRUNCATE"
+    DROP = "DROP"
+    INDEX = "INDEX"
+    OTHER = "OTHER"
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaChange:
+    """A DDL, described by the table structure after it.
+
+    `statement` is the upstream DDL text, kept for logs only: it is never
+    executed. `schema` is None when the DDL leaves no table (DROP) or when the
+    protocol carries no structure (database-level DDL).
+    """
+
+    table: TableName
+    commit_ts: int
+    kind: SchemaChangeKind
+    schema: TableSchema | None
+    position: Position
+    statement: str = ""
+    previous_name: TableName | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Watermark:
+    """Everything on `position`'s partition with commitTs <= `commit_ts` has been sent."""
+
+    commit_ts: int
+    position: Position
+
+
+Event = Union[RowChange, SchemaChange, Watermark]

@@ -1,0 +1,59 @@
+"""Row-change messages waiting for a table schema the consumer has not seen yet.
+
+A consumer that starts mid-stream can read DML before the BOOTSTRAP or DDL
+that describes its schema version. Such messages are parked here, never
+dropped, and released in arrival order when the schema arrives. While parked
+they hold back their table (nothing newer of it may be applied) and their
+partition's committable offset.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Hashable
+
+from schema_cache.events import Position, RawMessage, TableName
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedMessage:
+    message: RawMessage
+    table: TableName
+    commit_ts: int
+    parked_at: float
+
+    @property
+    def position(self) -> Position:
+        return self.message.position
+
+
+class ParkingLot:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._by_key: dict[Hashable, list[ParkedMessage]] = defaultdict(list)
+
+    def park(self, key: Hashable, message: RawMessage, table: TableName, commit_ts: int) -> None:
+        self._by_key[key].append(ParkedMessage(message, table, commit_ts, self._clock()))
+
+    def release(self, key: Hashable) -> list[ParkedMessage]:
+        """Remove and return the messages waiting for `key`, oldest first."""
+        return self._by_key.pop(key, [])
+
+    def expire(self, max_wait_seconds: float) -> list[ParkedMessage]:
+        """Remove and return messages parked longer than `max_wait_seconds`."""
+        deadline = self._clock() - max_wait_seconds
+        expired = []
+        for key in list(self._by_key):
+            waiting = self._by_key[key]
+            if waiting[0].parked_at <= deadline:
+                expired.extend(waiting)
+                del self._by_key[key]
+        return sorted(expired, key=lambda p: p.parked_at)
+
+    def all(self) -> list[ParkedMessage]:
+        return [p for waiting in self._by_key.values() for p in waiting]
+
+    def __len__(self) -> int:
+        return sum(len(waiting) for waiting in self._by_key.values())

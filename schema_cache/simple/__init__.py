@@ -1,0 +1,1 @@
+"""TiCDC Simple protocol."""

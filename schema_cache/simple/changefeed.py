@@ -1,0 +1,278 @@
+"""A small stand-in for a TiCDC changefeed writing the Simple protocol to one topic.
+
+For the demo, the end-to-end tests and the benchmark: it keeps an upstream
+model of each table (the expected Delta contents) and emits the messages
+TiCDC would emit for the same operations: DDL and watermarks to every
+partition, rows to the partition of their key (index-value dispatch), a
+BOOTSTRAP before a table's first row, and a key-changing UPDATE split into
+DELETE + INSERT at one commitTs (TiCDC's default).
+
+Values are given as TiDB holds them (ENUM/SET by name, TIMESTAMP as an aware
+datetime); the simulator encodes them as the Simple protocol does.
+
+The real encoders are exercised by the golden fixtures, not by this module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping, Sequence
+
+from schema_cache.simple.writer import SimpleJsonWriter, table_schema, timestamp
+
+# A plausible TSO: physical milliseconds << 18.
+_FIRST_TS = 1_700_000_000_000 << 18
+
+
+@dataclass
+class _Table:
+    schema: dict
+    key: tuple[str, ...]
+    rows: dict[tuple, dict] = field(default_factory=dict)
+    bootstrapped: bool = False
+
+    def column(self, name: str) -> dict:
+        return next(c for c in self.schema["columns"] if c["name"] == name)
+
+    def key_of(self, row: Mapping[str, object]) -> tuple:
+        return tuple(row[k] for k in self.key)
+
+
+@dataclass(frozen=True)
+class Message:
+    partition: int
+    value: bytes
+    kind: str
+
+
+class SimpleChangefeed:
+    def __init__(self, partitions: int = 3, *, location: str = "UTC", split_key_updates: bool = True) -> None:
+        self.partitions = partitions
+        self.location = location
+        self.split_key_updates = split_key_updates
+        self.messages: list[Message] = []
+        self._writer = SimpleJsonWriter(build_ts_ms=1_700_000_000_000)
+        self._tables: dict[tuple[str, str], _Table] = {}
+        self._ts = _FIRST_TS
+        self._next_table_id = 100
+
+    # --- time -------------------------------------------------------------------
+
+    def _tick(self) -> int:
+        self._ts += 1 << 18  # one millisecond
+        return self._ts
+
+    @property
+    def last_ts(self) -> int:
+        return self._ts
+
+    def _broadcast(self, value: bytes, kind: str) -> None:
+        self.messages.extend(Message(p, value, kind) for p in range(self.partitions))
+
+    def watermark(self) -> int:
+        """Send the current commitTs as a watermark to every partition."""
+        self._broadcast(self._writer.watermark(self._ts), "WATERMARK")
+        return self._ts
+
+    # --- DDL --------------------------------------------------------------------
+
+    def create_table(
+        self,
+        database: str,
+        table: str,
+        columns: Sequence[dict],
+        primary_key: Sequence[str] = (),
+        unique_keys: Sequence[Sequence[str]] = (),
+    ) -> int:
+        ts = self._tick()
+        self._next_table_id += 1
+        schema = table_schema(
+            database,
+            table,
+            table_id=self._next_table_id,
+            version=ts,
+            columns=columns,
+            primary_key=primary_key,
+            unique_keys=unique_keys,
+        )
+        key = tuple(primary_key) or tuple(unique_keys[0] if unique_keys else ())
+        self._tables[(database, table)] = _Table(schema, key)
+        self._broadcast(self._writer.ddl("CREATE", schema, ts, f"CREATE TABLE `{table}` (...)"), "DDL")
+        return ts
+
+    def add_column(self, database: str, table: str, column: dict, *, existing_rows_value: object = None) -> int:
+        """ALTER TABLE ADD COLUMN; rows that exist take `existing_rows_value` (TiDB: the default)."""
+        state = self._tables[(database, table)]
+        ts = self._tick()
+        state.schema = {**state.schema, "version": ts, "columns": [*state.schema["columns"], column]}
+        for row in state.rows.values():
+            row[column["name"]] = existing_rows_value
+        self._broadcast(
+            self._writer.ddl("ALTER", state.schema, ts, f"ALTER TABLE `{table}` ADD COLUMN `{column['name']}`"),
+            "DDL",
+        )
+        return ts
+
+    def drop_table(self, database: str, table: str) -> int:
+        state = self._tables.pop((database, table))
+        ts = self._tick()
+        self._broadcast(self._writer.ddl("ERASE", state.schema, ts, f"DROP TABLE `{table}`"), "DDL")
+        return ts
+
+    def bootstrap(self, database: str, table: str) -> None:
+        """Send a BOOTSTRAP for the table to every partition (TiCDC does so periodically)."""
+        self._broadcast(self._writer.bootstrap(self._tables[(database, table)].schema), "BOOTSTRAP")
+
+    # --- DML --------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self, *, watermark: bool = True) -> Iterator["_Transaction"]:
+        """Group changes under one commitTs; a watermark follows unless disabled.
+
+        Like TiDB, a transaction yields one final mutation per key, emitted at
+        commit: touching a key twice in one transaction sends only the net.
+        """
+        txn = _Transaction(self, self._tick())
+        yield txn
+        txn.emit()
+        if watermark:
+            self.watermark()
+
+    def _partition_of(self, state: _Table, row: Mapping[str, object]) -> int:
+        text = "|".join(str(v) for v in state.key_of(row))
+        return zlib.crc32(f"{state.schema['table']}|{text}".encode()) % self.partitions
+
+    def _emit_row(self, state: _Table, value: bytes, partition: int) -> None:
+        if not state.bootstrapped:
+            # TiCDC sends a BOOTSTRAP before a table's first row.
+            self._broadcast(self._writer.bootstrap(state.schema), "BOOTSTRAP")
+            state.bootstrapped = True
+        self.messages.append(Message(partition, value, "DML"))
+
+    def _wire(self, state: _Table, row: Mapping[str, object]) -> dict:
+        return {name: _wire_value(state.column(name), value) for name, value in row.items()}
+
+    # --- the expected downstream --------------------------------------------------
+
+    def table_names(self) -> list[tuple[str, str]]:
+        return sorted(self._tables)
+
+    def column_names(self, database: str, table: str) -> list[str]:
+        return [c["name"] for c in self._tables[(database, table)].schema["columns"]]
+
+    def expected_rows(self, database: str, table: str) -> list[tuple]:
+        """The table's rows as Delta should hold them, in column order."""
+        state = self._tables[(database, table)]
+        names = self.column_names(database, table)
+        return [tuple(_delta_value(state.column(n), row.get(n)) for n in names) for row in state.rows.values()]
+
+
+class _Transaction:
+    def __init__(self, feed: SimpleChangefeed, commit_ts: int) -> None:
+        self._feed = feed
+        self.commit_ts = commit_ts
+        # (database, table, key) -> the row before this transaction (None: absent)
+        self._before: dict[tuple[str, str, tuple], dict | None] = {}
+        # new key -> old key, for key changes sent as one UPDATE
+        self._moved: dict[tuple[str, str, tuple], tuple[str, str, tuple]] = {}
+
+    def _table(self, database: str, table: str) -> _Table:
+        return self._feed._tables[(database, table)]
+
+    def _touch(self, database: str, table: str, key: tuple) -> None:
+        state = self._table(database, table)
+        ref = (database, table, key)
+        if ref not in self._before:
+            row = state.rows.get(key)
+            self._before[ref] = dict(row) if row is not None else None
+
+    def insert(self, database: str, table: str, row: Mapping[str, object]) -> None:
+        state = self._table(database, table)
+        full = {c["name"]: row.get(c["name"]) for c in state.schema["columns"]}
+        key = state.key_of(full)
+        if key in state.rows:
+            raise ValueError(f"duplicate key {key} in {database}.{table}")
+        self._touch(database, table, key)
+        state.rows[key] = full
+
+    def update(self, database: str, table: str, key: Sequence[object], changes: Mapping[str, object]) -> None:
+        state = self._table(database, table)
+        key = tuple(key)
+        self._touch(database, table, key)
+        new = {**state.rows.pop(key), **changes}
+        new_key = state.key_of(new)
+        self._touch(database, table, new_key)
+        state.rows[new_key] = new
+        if new_key != key:
+            self._moved[(database, table, new_key)] = (database, table, key)
+
+    def delete(self, database: str, table: str, key: Sequence[object]) -> None:
+        state = self._table(database, table)
+        self._touch(database, table, tuple(key))
+        del state.rows[tuple(key)]
+
+    def emit(self) -> None:
+        feed = self._feed
+        paired: set[tuple] = set()
+        if not feed.split_key_updates:
+            for new_ref, old_ref in self._moved.items():
+                if self._before[new_ref] is None and self._after(old_ref) is None and self._before[old_ref]:
+                    paired.update({new_ref, old_ref})
+                    self._send(new_ref, "UPDATE", self._before[old_ref], self._after(new_ref))
+        for ref, before in self._before.items():
+            if ref in paired:
+                continue
+            after = self._after(ref)
+            if before is None and after is not None:
+                self._send(ref, "INSERT", None, after)
+            elif before is not None and after is None:
+                self._send(ref, "DELETE", before, None)
+            elif before is not None and after != before:
+                self._send(ref, "UPDATE", before, after)
+
+    def _after(self, ref: tuple) -> dict | None:
+        database, table, key = ref
+        return self._table(database, table).rows.get(key)
+
+    def _send(self, ref: tuple, kind: str, before: dict | None, after: dict | None) -> None:
+        feed = self._feed
+        state = self._table(ref[0], ref[1])
+        writer = feed._writer
+        if kind == "INSERT":
+            value = writer.insert(state.schema, self.commit_ts, feed._wire(state, after))
+        elif kind == "DELETE":
+            value = writer.delete(state.schema, self.commit_ts, feed._wire(state, before))
+        else:
+            value = writer.update(state.schema, self.commit_ts, feed._wire(state, before), feed._wire(state, after))
+        feed._emit_row(state, value, feed._partition_of(state, after if after is not None else before))
+
+
+def _wire_value(column: dict, value: object) -> object:
+    """A TiDB value in the Simple protocol's JSON form for its column."""
+    if value is None:
+        return None
+    data_type = column["dataType"]
+    kind = data_type["mysqlType"]
+    if kind == "timestamp":
+        utc = value.astimezone(dt.timezone.utc)
+        text = utc.strftime("%Y-%m-%d %H:%M:%S") + (f".{utc.microsecond:06d}" if utc.microsecond else "")
+        return timestamp(text, "UTC")
+    if kind == "enum":
+        return str(data_type["elements"].index(value) + 1)
+    if kind == "set":
+        names = [n for n in str(value).split(",") if n]
+        return str(sum(1 << data_type["elements"].index(n) for n in names))
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S") + (f".{value.microsecond:06d}" if value.microsecond else "")
+    return value  # the writer stringifies numbers and base64-encodes bytes
+
+
+def _delta_value(column: dict, value: object) -> object:
+    if value is None:
+        return None
+    if column["dataType"]["mysqlType"] == "timestamp":
+        return value.astimezone(dt.timezone.utc)
+    return value
