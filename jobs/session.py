@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import os
+from pathlib import Path
 from typing import Mapping
 
 from pyspark.sql import SparkSession
@@ -52,6 +53,14 @@ logger.netutil.name = org.apache.spark.util.Utils
 logger.netutil.level = error
 logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
 logger.nativecode.level = error
+# Logged at ERROR for every deletion-vector scan; harmless (Delta falls back).
+logger.dvfilter.name = org.apache.spark.sql.delta.DeltaParquetFileFormat
+logger.dvfilter.level = off
+# MERGE checkpoints its source locally and says so at WARN on every run.
+logger.rdd.name = org.apache.spark.rdd.MapPartitionsRDD
+logger.rdd.level = error
+logger.plans.name = org.apache.spark.sql.catalyst.util.SparkStringUtils
+logger.plans.level = error
 """
 
 
@@ -70,18 +79,33 @@ def _under_existing_runtime() -> bool:
     return any(v in os.environ for v in ("PYSPARK_GATEWAY_PORT", "DATABRICKS_RUNTIME_VERSION", "SPARK_REMOTE"))
 
 
-def local_conf(master: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    cache = cache_dir()
-    ivy_settings = cache / "ivysettings.xml"
+def _ivy_home() -> Path:
+    # One Ivy home per Delta coordinate, so its jars folder holds exactly the
+    # jars of that resolution.
+    return cache_dir() / "ivy" / delta_package().replace(":", "_")
+
+
+def _jar_settings() -> dict[str, str]:
+    """Resolved jars once they are cached (no Ivy run), else the Maven coordinate."""
+    jars = sorted((_ivy_home() / "jars").glob("*.jar"))
+    if (_ivy_home() / ".complete").exists() and jars:
+        return {"spark.jars": ",".join(str(j) for j in jars)}
+    ivy_settings = cache_dir() / "ivysettings.xml"
     ivy_settings.write_text(_IVY_SETTINGS)
-    log4j = cache / "log4j2-spark.properties"
+    return {
+        "spark.jars.packages": delta_package(),
+        "spark.jars.ivy": str(_ivy_home()),
+        "spark.jars.ivySettings": str(ivy_settings),
+    }
+
+
+def local_conf(master: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    log4j = cache_dir() / "log4j2-spark.properties"
     log4j.write_text(_LOG4J)
     conf = {
         "spark.master": master,
         "spark.app.name": "ticdc-delta",
-        "spark.jars.packages": delta_package(),
-        "spark.jars.ivy": str(cache / "ivy"),
-        "spark.jars.ivySettings": str(ivy_settings),
+        **_jar_settings(),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
@@ -102,4 +126,7 @@ def get_spark(master: str = "local[*]", conf: Mapping[str, str] | None = None) -
     for key, value in local_conf(master, conf).items():
         builder = builder.config(key, value)
     log.info("starting local Spark (%s) with %s", master, delta_package())
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    if (_ivy_home() / "jars").is_dir():
+        (_ivy_home() / ".complete").touch()
+    return session

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import zlib
+from decimal import Decimal
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
@@ -271,8 +272,12 @@ def _wire_value(column: dict, value: object) -> object:
 
 
 def _delta_value(column: dict, value: object) -> object:
+    """A TiDB value as the Delta table should hold it (see the README's type table)."""
     if value is None:
         return None
-    if column["dataType"]["mysqlType"] == "timestamp":
+    data_type = column["dataType"]
+    if data_type["mysqlType"] == "timestamp":
         return value.astimezone(dt.timezone.utc)
+    if data_type["mysqlType"] == "bigint" and data_type.get("unsigned"):
+        return Decimal(value)
     return value

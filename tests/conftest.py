@@ -1,0 +1,37 @@
+"""Session fixtures: one real Kafka broker and one local Spark + Delta session."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+# Downloads (broker jars, Delta jars) are cached in the checkout unless told otherwise.
+os.environ.setdefault("TICDC_DELTA_CACHE", str(Path(__file__).resolve().parent.parent / ".cache"))
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory):
+    from jobs.local_kafka import LocalKafka
+
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka"))
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from jobs.session import get_spark
+
+    session = get_spark("local[2]", {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def unique():
+    """A short unique suffix for topic and consumer-group names."""
+    return uuid.uuid4().hex[:8]

@@ -1,0 +1,237 @@
+"""End to end through the real broker, Spark and Delta: Simple JSON in, Delta tables out."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from jobs.demo import demo_changefeed
+from schema_cache.exceptions import DecodeError
+from schema_cache.simple.changefeed import SimpleChangefeed
+from schema_cache.simple.writer import column
+from tests.support import assert_table, publish, run_job, table_frame, table_version
+
+pytestmark = pytest.mark.e2e
+
+ITEMS_DDL = "id INT, name STRING, price DECIMAL(10,2), updated TIMESTAMP"
+UTC = dt.timezone.utc
+
+
+def items_feed(partitions: int = 3, **options) -> SimpleChangefeed:
+    feed = SimpleChangefeed(partitions, **options)
+    feed.create_table(
+        "shop",
+        "items",
+        [
+            column("id", "int", nullable=False),
+            column("name", "varchar", length=64),
+            column("price", "decimal", length=10, decimal=2),
+            column("updated", "timestamp", decimal=6),
+        ],
+        primary_key=["id"],
+    )
+    return feed
+
+
+def item(i: int, price: str = "1.00") -> dict:
+    return {
+        "id": i,
+        "name": f"item {i}",
+        "price": Decimal(price),
+        "updated": dt.datetime(2026, 3, 1, 12, 0, i % 60, 123456, tzinfo=UTC),
+    }
+
+
+def test_inserts_updates_deletes_across_three_partitions(spark, kafka, tmp_path, unique):
+    # Setup: 60 inserts, updates of every third, deletes of every fifth, over 3 partitions.
+    # Expect: the Delta table equals the upstream rows, types as mapped.
+    feed = items_feed()
+    with feed.transaction() as txn:
+        for i in range(60):
+            txn.insert("shop", "items", item(i))
+    for i in range(0, 60, 3):
+        with feed.transaction() as txn:
+            txn.update("shop", "items", [i], {"price": Decimal("9.99"), "name": None})
+    with feed.transaction() as txn:
+        for i in range(0, 60, 5):
+            txn.delete("shop", "items", [i])
+    assert {m.partition for m in feed.messages if m.kind == "DML"} == {0, 1, 2}
+    publish(kafka, f"items-{unique}", feed.messages)
+
+    result = run_job(spark, kafka, f"items-{unique}", str(tmp_path), f"g-{unique}")
+
+    assert_table(spark, str(tmp_path), feed, "shop", "items", ITEMS_DDL)
+    assert result.waiting == 0 and result.dead_letters == 0
+
+
+def test_partitions_out_of_commit_order_wait_for_every_watermark(spark, kafka, tmp_path, unique):
+    # Setup: partitions 1 and 2 carry the whole stream; partition 0 only its first half.
+    # Expect: the first run applies exactly the first half (partition 0's watermark holds
+    # the rest back); after partition 0's second half arrives, everything.
+    feed = items_feed()
+    for i in range(40):
+        with feed.transaction() as txn:
+            txn.insert("shop", "items", item(i))
+    half = len(feed.messages)
+    first_half = feed.expected_rows("shop", "items")
+    for i in range(40):
+        with feed.transaction() as txn:
+            txn.update("shop", "items", [i], {"price": Decimal("2.50")})
+    early = [m for m in feed.messages if m.partition != 0] + [m for m in feed.messages[:half] if m.partition == 0]
+    late = [m for m in feed.messages[half:] if m.partition == 0]
+    topic, target = f"ooo-{unique}", str(tmp_path)
+    publish(kafka, topic, early)
+
+    first = run_job(spark, kafka, topic, target, f"g-{unique}")
+    assert_table(spark, target, feed, "shop", "items", ITEMS_DDL, rows=first_half)
+    assert first.waiting > 0  # the updates from partitions 1 and 2 wait for partition 0
+
+    publish(kafka, topic, late)
+    run_job(spark, kafka, topic, target, f"g-{unique}")
+    assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["delete+insert", "one-update"])
+def test_primary_key_changing_update(spark, kafka, tmp_path, unique, split):
+    # Setup: rows 1..6, then keys change 1->101 and 2->3 after 3->103 (a chain in
+    # one transaction), delivered split (TiCDC's default) or as one UPDATE.
+    # Expect: old keys gone, new keys with their values, untouched rows intact.
+    feed = items_feed(split_key_updates=split)
+    with feed.transaction() as txn:
+        for i in range(1, 7):
+            txn.insert("shop", "items", item(i))
+    with feed.transaction() as txn:
+        txn.update("shop", "items", [1], {"id": 101, "name": "renumbered"})
+        txn.update("shop", "items", [3], {"id": 103})
+        txn.update("shop", "items", [2], {"id": 3, "price": Decimal("7.77")})
+    publish(kafka, f"pk-{unique}", feed.messages)
+
+    run_job(spark, kafka, f"pk-{unique}", str(tmp_path), f"g-{unique}")
+
+    assert_table(spark, str(tmp_path), feed, "shop", "items", ITEMS_DDL)
+    ids = sorted(r["id"] for r in table_frame(spark, str(tmp_path), "shop", "items").collect())
+    assert ids == [3, 4, 5, 6, 101, 103]
+
+
+def test_add_column_mid_stream(spark, kafka, tmp_path, unique):
+    # Setup: rows, ALTER TABLE ADD COLUMN stock INT, more rows and an update setting stock.
+    # Expect: rows from before the ALTER read NULL unless updated later; later rows carry values.
+    feed = items_feed()
+    with feed.transaction() as txn:
+        for i in range(10):
+            txn.insert("shop", "items", item(i))
+    feed.add_column("shop", "items", column("stock", "int"))
+    with feed.transaction() as txn:
+        for i in range(10, 15):
+            txn.insert("shop", "items", {**item(i), "stock": i * 10})
+        txn.update("shop", "items", [0], {"stock": 5})
+    publish(kafka, f"alter-{unique}", feed.messages)
+
+    run_job(spark, kafka, f"alter-{unique}", str(tmp_path), f"g-{unique}")
+
+    assert_table(spark, str(tmp_path), feed, "shop", "items", ITEMS_DDL + ", stock INT")
+    stock = {r["id"]: r["stock"] for r in table_frame(spark, str(tmp_path), "shop", "items").collect()}
+    assert stock[0] == 5 and stock[1] is None and stock[12] == 120
+
+
+def test_rows_before_their_bootstrap_wait_and_then_apply(spark, kafka, tmp_path, unique):
+    # Setup: a consumer starting mid-stream: the topic holds rows (and watermarks)
+    # but no CREATE and no BOOTSTRAP; later TiCDC's periodic BOOTSTRAP arrives.
+    # Expect: first run applies nothing and commits nothing past the rows; after the
+    # BOOTSTRAP the rows are applied (the table is created from the bootstrap schema).
+    feed = items_feed()
+    with feed.transaction() as txn:
+        for i in range(12):
+            txn.insert("shop", "items", item(i))
+    with feed.transaction() as txn:
+        txn.update("shop", "items", [4], {"price": Decimal("4.44")})
+    mid_stream = [m for m in feed.messages if m.kind in ("DML", "WATERMARK")]
+    topic, target = f"boot-{unique}", str(tmp_path)
+    publish(kafka, topic, mid_stream)
+
+    first = run_job(spark, kafka, topic, target, f"g-{unique}", run={"idle_timeout_seconds": 5.0})
+    assert first.rows_applied == 0 and first.waiting == 13
+
+    feed.messages.clear()
+    feed.bootstrap("shop", "items")
+    feed.watermark()
+    publish(kafka, topic, feed.messages)
+    second = run_job(spark, kafka, topic, target, f"g-{unique}")
+    assert second.rows_applied == 13
+    assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
+
+
+def test_restart_resumes_where_the_last_run_committed(spark, kafka, tmp_path, unique):
+    # Setup: the demo stream (two tables, ALTER, key changes) split in two; a run after each half.
+    # Expect: the second run reads only the second half (no replays) and the tables match.
+    feed = demo_changefeed(seed=3, changes=240)
+    half = len(feed.messages) // 2
+    topic, target, group = f"restart-{unique}", str(tmp_path), f"g-{unique}"
+    publish(kafka, topic, feed.messages[:half])
+    first = run_job(spark, kafka, topic, target, group)
+    publish(kafka, topic, feed.messages[half:])
+
+    second = run_job(spark, kafka, topic, target, group)
+
+    assert first.messages + second.messages - first.waiting <= len(feed.messages)
+    assert second.replays_skipped == 0
+    assert_table(
+        spark, target, feed, "shop", "customers", "id INT, name STRING, balance DECIMAL(12,2), signed_up TIMESTAMP, tier STRING"
+    )
+    assert_table(
+        spark,
+        target,
+        feed,
+        "shop",
+        "orders",
+        "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING",
+    )
+
+
+def test_replaying_the_whole_topic_with_a_new_group_changes_nothing(spark, kafka, tmp_path, unique):
+    # Setup: a full run, then the same topic from the beginning under a new consumer group.
+    # Expect: every event is recognized as applied; no table gets a new Delta version.
+    feed = demo_changefeed(seed=5, changes=150)
+    topic, target = f"replay-{unique}", str(tmp_path)
+    publish(kafka, topic, feed.messages)
+    run_job(spark, kafka, topic, target, f"first-{unique}")
+    versions = {t: table_version(spark, target, "shop", t) for t in ("customers", "orders")}
+
+    replay = run_job(spark, kafka, topic, target, f"second-{unique}")
+
+    assert replay.replays_skipped > 0 and replay.rows_applied == 0 and replay.schema_changes == 0
+    assert {t: table_version(spark, target, "shop", t) for t in ("customers", "orders")} == versions
+    assert_table(spark, target, feed, "shop", "orders",
+                 "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING")
+
+
+def test_bad_message_fails_the_job_naming_its_position(spark, kafka, tmp_path, unique):
+    # Setup: a valid stream with one undecodable message on partition 1.
+    # Expect: the fail policy raises DecodeError naming topic, partition and offset;
+    # the dead-letter policy then records it and applies everything else.
+    feed = items_feed()
+    with feed.transaction() as txn:
+        for i in range(9):
+            txn.insert("shop", "items", item(i))
+    topic, target, group = f"bad-{unique}", str(tmp_path), f"g-{unique}"
+    publish(kafka, topic, feed.messages[:4])
+    from jobs.produce import produce
+
+    produce(kafka.bootstrap_servers, topic, [(1, b"k", b"\x00not json")])
+    publish(kafka, topic, feed.messages[4:])
+    bad_offset = sum(1 for m in feed.messages[:4] if m.partition == 1)
+
+    with pytest.raises(DecodeError) as failure:
+        run_job(spark, kafka, topic, target, group)
+    assert f"{topic} partition 1 offset {bad_offset}" in str(failure.value)
+    assert "not JSON" in failure.value.reason
+
+    result = run_job(spark, kafka, topic, target, group, policy={"on_bad_message": "dead-letter"})
+    assert result.dead_letters == 1
+    assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
+    (letter,) = spark.table(f"delta.`{target}/_ticdc/dead_letters`").collect()
+    assert (letter["topic"], letter["partition"], letter["offset"]) == (topic, 1, bad_offset)
+    assert bytes(letter["value"]) == b"\x00not json" and bytes(letter["key"]) == b"k"
+    assert letter["error_type"] == "DecodeError"

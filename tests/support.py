@@ -1,0 +1,51 @@
+"""Helpers for end-to-end tests: publish a simulated changefeed, run the job, compare tables."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from chispa import assert_df_equality
+
+from apply.locator import PathLocator
+from jobs import config as config_module
+from jobs.pipeline import Pipeline, RunResult
+from jobs.produce import ensure_topic, produce
+from schema_cache.events import TableName
+from schema_cache.simple.changefeed import Message, SimpleChangefeed
+
+
+def publish(kafka, topic: str, messages: Iterable[Message], partitions: int = 3) -> int:
+    ensure_topic(kafka.bootstrap_servers, topic, partitions)
+    return produce(kafka.bootstrap_servers, topic, ((m.partition, None, m.value) for m in messages))
+
+
+def job_config(kafka, topic: str, target: str, group: str, **sections):
+    values = {
+        "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topics": [topic], "group_id": group},
+        "target": {"path": target},
+        "run": {"mode": "until-idle", "batch_max_seconds": 2.0, "idle_timeout_seconds": 15.0},
+    }
+    for name, section in sections.items():
+        values[name] = {**values.get(name, {}), **section}
+    return config_module.from_mapping(values)
+
+
+def run_job(spark, kafka, topic: str, target: str, group: str, **sections) -> RunResult:
+    return Pipeline(job_config(kafka, topic, target, group, **sections), spark).run()
+
+
+def table_frame(spark, target: str, database: str, table: str):
+    return spark.table(PathLocator(target).sql_name(TableName(database, table)))
+
+
+def assert_table(spark, target: str, feed: SimpleChangefeed, database: str, table: str, ddl: str, rows=None):
+    """The Delta table equals the upstream model (or `rows`), with the Spark types `ddl` names."""
+    actual = table_frame(spark, target, database, table)
+    expected_rows = feed.expected_rows(database, table) if rows is None else rows
+    expected = spark.createDataFrame(expected_rows, schema=ddl)
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def table_version(spark, target: str, database: str, table: str) -> int:
+    name = PathLocator(target).sql_name(TableName(database, table))
+    return spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["version"]

@@ -1,0 +1,78 @@
+"""Configuration: TOML + flags, validation messages, redaction."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs import config
+from schema_cache.exceptions import ConfigError
+
+MINIMAL = {"kafka": {"topics": ["cdc"]}, "target": {"path": "/data/delta"}}
+
+
+def write(tmp_path, text: str) -> str:
+    path = tmp_path / "job.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_toml_then_flag_overrides(tmp_path):
+    path = write(
+        tmp_path,
+        """
+[kafka]
+bootstrap_servers = "broker:9092"
+topics = ["a", "b"]
+group_id = "g1"
+[kafka.properties]
+"security.protocol" = "SASL_SSL"
+"sasl.password" = "hunter2"
+[target]
+path = "/lake"
+[run]
+mode = "continuous"
+""",
+    )
+    loaded = config.load(path, {"kafka": {"group_id": "g2", "topics": None}, "run": {"mode": "until-idle"}})
+    assert loaded.kafka.bootstrap_servers == "broker:9092"
+    assert loaded.kafka.topics == ("a", "b")
+    assert loaded.kafka.group_id == "g2"
+    assert loaded.run.mode == "until-idle"
+    described = loaded.describe()
+    assert described["kafka"]["properties"] == {"security.protocol": "SASL_SSL", "sasl.password": "***"}
+    assert "hunter2" not in repr(described)
+
+
+def test_comma_separated_topics_from_the_command_line():
+    loaded = config.load(None, {**MINIMAL, "kafka": {"topics": "a,b"}})
+    assert loaded.kafka.topics == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({**MINIMAL, "run": {"mode": "sometimes"}}, r"run.mode: 'sometimes' is not allowed; allowed: until-idle, continuous"),
+        ({**MINIMAL, "policy": {"on_bad_message": "ignore"}}, r"policy.on_bad_message: 'ignore' is not allowed; allowed: fail, dead-letter"),
+        ({**MINIMAL, "protocol": {"name": "canal"}}, r"protocol.name: 'canal' is not allowed; allowed: simple"),
+        ({**MINIMAL, "protocol": {"encoding": "xml"}}, r"protocol.encoding: 'xml' is not allowed; allowed: json"),
+        ({**MINIMAL, "kafka": {"topics": ["a"], "start_from": "middle"}}, r"kafka.start_from: 'middle' is not allowed; allowed: earliest, latest"),
+        ({**MINIMAL, "kafka": {"topics": []}}, r"kafka.topics: at least one topic is required"),
+        ({**MINIMAL, "kafka": {"topics": ["a"], "topic": "b"}}, r"kafka.topic: unknown key; allowed: bootstrap_servers, topics, group_id, start_from, properties"),
+        ({**MINIMAL, "kafka": {"topics": ["a"], "properties": {"group.id": "x"}}}, r"kafka.properties: group.id is set by the product"),
+        ({**MINIMAL, "target": {"path": "/a", "catalog": "main"}}, r"target: set exactly one of target.path"),
+        ({**MINIMAL, "target": {}}, r"target: set exactly one of target.path"),
+        ({**MINIMAL, "run": {"batch_max_seconds": 0}}, r"run.batch_max_seconds: must be a positive number, got 0"),
+        ({**MINIMAL, "extra": {}}, r"extra: unknown section; allowed: kafka, target, protocol, run, policy, spark"),
+        ({"target": {"path": "/a"}}, r"kafka: section is required"),
+    ],
+)
+def test_bad_config_names_key_and_allowed_values(values, message):
+    with pytest.raises(ConfigError, match=message):
+        config.from_mapping(values)
+
+
+def test_unreadable_and_invalid_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        config.load(str(tmp_path / "missing.toml"))
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        config.load(write(tmp_path, "[kafka\n"))

@@ -1,0 +1,116 @@
+"""The watermark gate: completeness per topic, DDL barrier, offsets, restart state."""
+
+from __future__ import annotations
+
+from schema_cache.events import (
+    Op,
+    Position,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    TableSchema,
+    Watermark,
+)
+from apply.gate import WatermarkGate
+
+T = TableName("db", "t")
+SCHEMA = TableSchema(T, (), ("id",))
+
+
+def row(ts: int, partition: int, offset: int, topic: str = "a", table: TableName = T) -> RowChange:
+    return RowChange(table, ts, Op.INSERT, None, (ts,), SCHEMA, Position(topic, partition, offset))
+
+
+def mark(ts: int, partition: int, offset: int, topic: str = "a") -> Watermark:
+    return Watermark(ts, Position(topic, partition, offset))
+
+
+def ddl(ts: int, partition: int, offset: int, topic: str = "a") -> SchemaChange:
+    return SchemaChange(T, ts, SchemaChangeKind.ALTER, SCHEMA, Position(topic, partition, offset))
+
+
+def test_nothing_is_released_until_every_partition_passed_the_commit_ts():
+    # Setup: rows on p0 and p1 out of commitTs order; watermark 20 only on p0.
+    # Expect: nothing released (p1 has no watermark); once p1 reaches 15, exactly the rows <= 15.
+    gate = WatermarkGate({"a": [0, 1]})
+    for event in (row(12, 1, 0), row(10, 0, 0), row(18, 0, 1), mark(20, 0, 2)):
+        gate.add(event)
+    assert gate.release() == []
+    gate.add(mark(15, 1, 1))
+    assert [e.commit_ts for e in gate.release()] == [10, 12]
+    assert len(gate) == 1
+    gate.add(mark(20, 1, 2))
+    assert [e.commit_ts for e in gate.release()] == [18]
+
+
+def test_release_orders_by_commit_ts_then_arrival():
+    gate = WatermarkGate({"a": [0, 1]})
+    first, second, third = row(7, 1, 0), row(7, 0, 0), row(5, 0, 1)
+    for event in (first, second, third, mark(9, 0, 2), mark(9, 1, 1)):
+        gate.add(event)
+    assert gate.release() == [third, first, second]
+
+
+def test_lower_watermark_is_a_replay_and_ignored():
+    gate = WatermarkGate({"a": [0]})
+    gate.add(mark(50, 0, 0))
+    gate.add(mark(30, 0, 1))
+    assert gate.topic_watermark("a") == 50
+
+
+def test_topics_are_gated_independently():
+    # Setup: topic b has no watermark at all.
+    # Expect: topic a's complete rows are released anyway; b's wait.
+    gate = WatermarkGate({"a": [0], "b": [0]})
+    other = TableName("db", "other")
+    gate.add(row(5, 0, 0, topic="a"))
+    gate.add(row(5, 0, 0, topic="b", table=other))
+    gate.add(mark(10, 0, 1, topic="a"))
+    released = gate.release()
+    assert [e.position.topic for e in released] == ["a"]
+    assert len(gate) == 1
+
+
+def test_ddl_copies_from_every_partition_become_one_event_after_earlier_rows():
+    # Setup: a DDL at 20 arrives on both partitions; a row at 19 arrives after the first copy.
+    # Expect: one DDL, released after the row at 19 once both partitions passed 20.
+    gate = WatermarkGate({"a": [0, 1]})
+    for event in (ddl(20, 0, 0), row(19, 1, 0), ddl(20, 1, 1), row(21, 0, 1), mark(20, 0, 2), mark(20, 1, 2)):
+        gate.add(event)
+    released = gate.release()
+    assert [type(e).__name__ for e in released] == ["RowChange", "SchemaChange"]
+    assert [e.commit_ts for e in released] == [19, 20]
+
+
+def test_holds_keep_a_table_behind_its_parked_messages():
+    gate = WatermarkGate({"a": [0]})
+    for event in (row(5, 0, 0), row(8, 0, 1), mark(10, 0, 2)):
+        gate.add(event)
+    assert [e.commit_ts for e in gate.release({T: 8})] == [5]
+    assert [e.commit_ts for e in gate.release({})] == [8]
+
+
+def test_pending_offsets_are_the_lowest_buffered_per_partition():
+    gate = WatermarkGate({"a": [0, 1]})
+    for event in (row(5, 0, 3), row(6, 0, 4), row(7, 1, 9)):
+        gate.add(event)
+    assert gate.pending_offsets() == {("a", 0): 3, ("a", 1): 9}
+
+
+def test_safe_watermarks_only_count_watermarks_before_the_committed_offset():
+    # Setup: p0 watermarks at offsets 1 (ts 10) and 5 (ts 20); committed offset 4.
+    # Expect: only ts 10 is safe to restart from; after committing 6, ts 20.
+    gate = WatermarkGate({"a": [0]})
+    gate.add(mark(10, 0, 1))
+    gate.add(mark(20, 0, 5))
+    assert gate.safe_watermarks({("a", 0): 4}) == {("a", 0): 10}
+    assert gate.safe_watermarks({("a", 0): 6}) == {("a", 0): 20}
+
+
+def test_restored_watermarks_gate_like_observed_ones_and_are_saved_again():
+    gate = WatermarkGate({"a": [0, 1]})
+    gate.restore({("a", 0): 30, ("a", 1): 25})
+    gate.add(row(24, 1, 100))
+    assert [e.commit_ts for e in gate.release()] == [24]
+    assert gate.safe_watermarks({("a", 0): 50, ("a", 1): 101}) == {("a", 0): 30, ("a", 1): 25}
