@@ -1,10 +1,16 @@
 """Quoting of identifiers that come from upstream data.
 
 Database, table and column names are data: they reach SQL only through
-`quote`, never pasted raw, and reach file paths only through `path_segment`.
+`quote`, never pasted raw, reach file paths only through `path_segment`, and
+catalog schema/table names only through `catalog_name`.
 """
 
 from __future__ import annotations
+
+import hashlib
+import re
+
+_CATALOG_SAFE = re.compile(r"[A-Za-z0-9_]+")
 
 
 def quote(name: str) -> str:
@@ -30,3 +36,19 @@ def path_segment(name: str) -> str:
         else:
             out.extend(f"-{b:02x}" for b in ch.encode("utf-8"))
     return "".join(out) or "-"
+
+
+def catalog_name(name: str) -> str:
+    """A schema or table name a Spark catalog accepts, for an upstream name.
+
+    Spark's session catalog (and Hive metastores) allow only letters, digits
+    and '_' in schema and table names; MySQL allows far more. Names already
+    made of those characters are kept; any other name becomes its safe
+    characters, '_' for the rest, and a short hash of the original, so two
+    different upstream names never share a table.
+    """
+    if _CATALOG_SAFE.fullmatch(name):
+        return name
+    readable = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
+    return f"{readable}_{digest}"

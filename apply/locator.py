@@ -2,8 +2,8 @@
 
 Path mode: `<root>/<database>/<table>` (names encoded by `path_segment`), and
 the project's own tables under `<root>/_ticdc/`. Catalog mode:
-`<catalog>.<database>.<table>`, and the project's own tables in
-`<catalog>.<meta_schema>`.
+`<catalog>.<database>.<table>` (names mapped by `catalog_name`), and the
+project's own tables in `<catalog>.<meta_schema>`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlparse
 
-from apply.identifiers import path_segment, quote, quote_parts
+from apply.identifiers import catalog_name, path_segment, quote, quote_parts
 from schema_cache.events import TableName
 from schema_cache.exceptions import ApplyError
 
@@ -99,13 +99,13 @@ class CatalogLocator:
     meta_schema: str = "_ticdc"
 
     def sql_name(self, table: TableName) -> str:
-        return quote_parts(self.catalog, table.database, table.table)
+        return quote_parts(self.catalog, catalog_name(table.database), catalog_name(table.table))
 
     def internal_sql_name(self, name: str) -> str:
         return quote_parts(self.catalog, self.meta_schema, name)
 
     def prepare(self, spark, table: TableName) -> None:
-        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_parts(self.catalog, table.database)}")
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_parts(self.catalog, catalog_name(table.database))}")
 
     def prepare_internal(self, spark) -> None:
         spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_parts(self.catalog, self.meta_schema)}")
@@ -118,4 +118,4 @@ class CatalogLocator:
         spark.sql(f"ALTER TABLE {self.sql_name(old)} RENAME TO {self.sql_name(new)}")
 
     def describe(self, table: TableName) -> str:
-        return f"{self.catalog}.{table.database}.{table.table}"
+        return f"{self.catalog}.{catalog_name(table.database)}.{catalog_name(table.table)}"

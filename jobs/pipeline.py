@@ -166,8 +166,9 @@ class Pipeline:
         result.dead_letters += len(errors)
         if messages or summary:
             log.info(
-                "batch %d: %d messages, %d released, %d rows merged into %d tables, %d DDL, %d replays skipped, "
+                "round %d (checkpoint %d): %d messages, %d released, %d rows merged into %d tables, %d DDL, %d replays skipped, "
                 "%d dead letters, %d waiting; watermarks %s",
+                result.batches,
                 self._batch,
                 len(messages),
                 len(released),

@@ -59,7 +59,7 @@ logger.dvfilter.level = off
 # MERGE checkpoints its source locally and says so at WARN on every run.
 logger.rdd.name = org.apache.spark.rdd.MapPartitionsRDD
 logger.rdd.level = error
-logger.plans.name = org.apache.spark.sql.catalyst.util.SparkStringUtils
+logger.plans.name = org.apache.spark.util.SparkStringUtils
 logger.plans.level = error
 """
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from apply.identifiers import path_segment, quote
+from apply.identifiers import catalog_name, path_segment, quote
 from apply.locator import PathLocator
 from schema_cache.events import TableName
 
@@ -41,3 +43,22 @@ def test_hostile_names_stay_under_the_root():
     locator = PathLocator("/lake")
     path = locator.path(TableName("../../etc", "passwd"))
     assert path.startswith("/lake/") and ".." not in path.split("/")
+
+
+@pytest.mark.parametrize(
+    "name, mapped",
+    [
+        ("orders", "orders"),
+        ("Order_2024", "Order_2024"),
+        ("my-db", "my_db_" + __import__("hashlib").sha256(b"my-db").hexdigest()[:8]),
+    ],
+)
+def test_catalog_name(name, mapped):
+    assert catalog_name(name) == mapped
+
+
+def test_catalog_names_are_safe_and_distinct():
+    names = ["my-db", "my db", "my_db", "my.db", "ünï", "a`b"]
+    mapped = [catalog_name(n) for n in names]
+    assert len(set(mapped)) == len(names)
+    assert all(re.fullmatch(r"[A-Za-z0-9_]+", m) for m in mapped)
