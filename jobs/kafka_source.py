@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from jobs.config import KafkaConfig
 from schema_cache.events import RawMessage
