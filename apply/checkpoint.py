@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from apply.locator import TableLocator
 from apply.progress import APP_ID, is_missing_table, tagged_commit
+from apply.views import ensure_internal_table, temp_view
 
 TopicPartition = tuple[str, int]
 
@@ -56,12 +57,6 @@ class CheckpointStore:
         self._name = locator.internal_sql_name(_TABLE)
         self._created = False
 
-    def _ensure_table(self) -> None:
-        if not self._created:
-            self._locator.prepare_internal(self._spark)
-            self._spark.sql(f"CREATE TABLE IF NOT EXISTS {self._name} ({_COLUMNS}) USING DELTA")
-            self._created = True
-
     def load(self, consumer: str) -> Checkpoint | None:
         try:
             rows = (
@@ -88,7 +83,9 @@ class CheckpointStore:
         )
 
     def save(self, checkpoint: Checkpoint) -> None:
-        self._ensure_table()
+        if not self._created:
+            ensure_internal_table(self._spark, self._locator, _TABLE, _COLUMNS)
+            self._created = True
         row = (
             checkpoint.consumer,
             checkpoint.batch,
@@ -98,10 +95,8 @@ class CheckpointStore:
             json.dumps(dict(checkpoint.tables), sort_keys=True),
             checkpoint.decoder_state,
         )
-        self._spark.createDataFrame([row], schema=_COLUMNS).createOrReplaceTempView(_SOURCE_VIEW)
         # Idempotent per (consumer, batch): a save retried after a crash is skipped.
-        try:
-            with tagged_commit(self._spark, None, txn=(f"{APP_ID}:checkpoint:{checkpoint.consumer}", checkpoint.batch)):
-                self._spark.sql(f"INSERT INTO {self._name} SELECT * FROM {_SOURCE_VIEW}")
-        finally:
-            self._spark.catalog.dropTempView(_SOURCE_VIEW)
+        txn = (f"{APP_ID}:checkpoint:{checkpoint.consumer}", checkpoint.batch)
+        with temp_view(self._spark, [row], _COLUMNS, _SOURCE_VIEW) as source:
+            with tagged_commit(self._spark, None, txn=txn):
+                self._spark.sql(f"INSERT INTO {self._name} SELECT * FROM {source}")

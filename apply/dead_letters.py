@@ -10,6 +10,7 @@ import datetime as dt
 from typing import Sequence
 
 from apply.locator import TableLocator
+from apply.views import ensure_internal_table, temp_view
 from schema_cache.exceptions import DecodeError
 
 _TABLE = "dead_letters"
@@ -32,8 +33,7 @@ class DeadLetterTable:
         if not errors:
             return
         if not self._created:
-            self._locator.prepare_internal(self._spark)
-            self._spark.sql(f"CREATE TABLE IF NOT EXISTS {self.sql_name} ({_COLUMNS}) USING DELTA")
+            ensure_internal_table(self._spark, self._locator, _TABLE, _COLUMNS)
             self._created = True
         now = dt.datetime.now(dt.timezone.utc)
         rows = [
@@ -50,12 +50,9 @@ class DeadLetterTable:
             )
             for e in errors
         ]
-        self._spark.createDataFrame(rows, schema=_COLUMNS).createOrReplaceTempView(_SOURCE_VIEW)
-        try:
+        with temp_view(self._spark, rows, _COLUMNS, _SOURCE_VIEW) as source:
             self._spark.sql(
-                f"MERGE INTO {self.sql_name} AS t USING {_SOURCE_VIEW} AS s "
+                f"MERGE INTO {self.sql_name} AS t USING {source} AS s "
                 "ON t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset "
                 "WHEN NOT MATCHED THEN INSERT *"
             )
-        finally:
-            self._spark.catalog.dropTempView(_SOURCE_VIEW)

@@ -13,6 +13,7 @@ from apply.collapse import NetChange
 from apply.identifiers import quote
 from apply.locator import TableLocator
 from apply.progress import APP_ID, tagged_commit
+from apply.views import temp_view
 from schema_cache.events import Column, TableName, TableSchema
 from schema_cache.exceptions import ApplyError
 
@@ -138,12 +139,9 @@ class DeltaWriter:
             [f"{_source_column(i)} {c.spark_type}" for i, c in enumerate(schema.columns)] + [f"{_DELETED} BOOLEAN"]
         )
         rows = [(*change.values, change.deleted) for change in changes]
-        self._spark.createDataFrame(rows, schema=source_schema).createOrReplaceTempView(_SOURCE_VIEW)
-        try:
+        with temp_view(self._spark, rows, source_schema, _SOURCE_VIEW) as source:
             with tagged_commit(self._spark, applied_ts, txn=(APP_ID, applied_ts)):
-                self._spark.sql(merge_sql(self._name(table), schema))
-        finally:
-            self._spark.catalog.dropTempView(_SOURCE_VIEW)
+                self._spark.sql(merge_sql(self._name(table), schema, source))
 
     def truncate(self, table: TableName, applied_ts: int) -> None:
         with tagged_commit(self._spark, applied_ts):

@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from schema_cache.events import Event, RowChange, SchemaChange, TableName, Watermark
+from schema_cache.events import Event, SchemaChange, TableName, Watermark
 
 log = logging.getLogger(__name__)
 

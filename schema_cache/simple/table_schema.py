@@ -25,7 +25,7 @@ class RowCodec:
 
     def decode(self, values: Mapping[str, object]) -> tuple:
         out = []
-        for name, convert in zip(self.names, self.converters):
+        for name, convert in zip(self.names, self.converters, strict=True):
             raw = values.get(name)
             if raw is None:
                 out.append(None)
