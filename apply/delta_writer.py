@@ -35,6 +35,20 @@ def _source_column(i: int) -> str:
     return f"c{i}"
 
 
+# Spark types a DataFrame cannot carry from Python values: the source column
+# holds another type and the statement converts it.
+_SOURCE_FORMS = {"VARIANT": ("STRING", "parse_json({})")}
+
+
+def _source_type(column: Column) -> str:
+    return _SOURCE_FORMS.get(column.spark_type, (column.spark_type, ""))[0]
+
+
+def _source_value(i: int, column: Column) -> str:
+    template = _SOURCE_FORMS.get(column.spark_type, ("", "{}"))[1]
+    return template.format(f"s.{_source_column(i)}")
+
+
 def _normalized(spark_type: str) -> str:
     return spark_type.replace(" ", "").lower()
 
@@ -54,14 +68,14 @@ def merge_sql(name: str, schema: TableSchema, source: str = _SOURCE_VIEW) -> str
     """
     names = schema.column_names()
     on = " AND ".join(f"t.{quote(k)} = s.{_source_column(names.index(k))}" for k in schema.key)
-    assignments = ", ".join(f"t.{quote(n)} = s.{_source_column(i)}" for i, n in enumerate(names))
+    values = [_source_value(i, c) for i, c in enumerate(schema.columns)]
+    assignments = ", ".join(f"t.{quote(n)} = {v}" for n, v in zip(names, values))
     targets = ", ".join(quote(n) for n in names)
-    values = ", ".join(f"s.{_source_column(i)}" for i in range(len(names)))
     return (
         f"MERGE INTO {name} AS t USING {source} AS s ON {on} "
         f"WHEN MATCHED AND s.{_DELETED} THEN DELETE "
         f"WHEN MATCHED THEN UPDATE SET {assignments} "
-        f"WHEN NOT MATCHED AND NOT s.{_DELETED} THEN INSERT ({targets}) VALUES ({values})"
+        f"WHEN NOT MATCHED AND NOT s.{_DELETED} THEN INSERT ({targets}) VALUES ({', '.join(values)})"
     )
 
 
@@ -136,7 +150,7 @@ class DeltaWriter:
 
     def merge(self, table: TableName, schema: TableSchema, changes: Sequence[NetChange], applied_ts: int) -> None:
         source_schema = ", ".join(
-            [f"{_source_column(i)} {c.spark_type}" for i, c in enumerate(schema.columns)] + [f"{_DELETED} BOOLEAN"]
+            [f"{_source_column(i)} {_source_type(c)}" for i, c in enumerate(schema.columns)] + [f"{_DELETED} BOOLEAN"]
         )
         rows = [(*change.values, change.deleted) for change in changes]
         with temp_view(self._spark, rows, source_schema, _SOURCE_VIEW) as source:

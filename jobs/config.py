@@ -14,11 +14,12 @@ from typing import Any, Mapping
 
 from schema_cache.decoder import DECODERS
 from schema_cache.exceptions import ConfigError
+from schema_cache.types import TypeOptions
 
 RUN_MODES = ("until-idle", "continuous")
 BAD_MESSAGE_POLICIES = ("fail", "dead-letter")
 START_POSITIONS = ("earliest", "latest")
-ENCODINGS = ("json",)
+ENCODINGS = ("json", "avro")
 
 # librdkafka properties the product sets itself; users may not override them.
 _MANAGED_KAFKA_PROPERTIES = {"bootstrap.servers", "group.id", "enable.auto.commit", "auto.offset.reset"}
@@ -137,6 +138,8 @@ class Config:
     run: RunConfig = RunConfig()
     policy: PolicyConfig = PolicyConfig()
     spark: SparkConfig = SparkConfig()
+    # How TiDB types without one obvious Spark type land (schema_cache.types).
+    types: TypeOptions = TypeOptions()
 
     def describe(self) -> dict[str, Any]:
         """The effective configuration with secrets redacted, for the start-up log."""
@@ -155,6 +158,7 @@ _SECTIONS = {
     "run": RunConfig,
     "policy": PolicyConfig,
     "spark": SparkConfig,
+    "types": TypeOptions,
 }
 _REQUIRED_SECTIONS = ("kafka", "target")
 

@@ -31,10 +31,12 @@ PARTITIONS = 3
 STATUSES = ["new", "paid", "shipped", "cancelled"]
 
 
-def demo_changefeed(seed: int = 7, changes: int = 400) -> SimpleChangefeed:
+def demo_changefeed(
+    seed: int = 7, changes: int = 400, encoding: str = "json", location: str = "UTC"
+) -> SimpleChangefeed:
     """A deterministic sample stream of about `changes` row changes."""
     rng = random.Random(seed)
-    feed = SimpleChangefeed(PARTITIONS)
+    feed = SimpleChangefeed(PARTITIONS, encoding=encoding, location=location)
     feed.create_table(
         "shop",
         "customers",

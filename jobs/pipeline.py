@@ -53,7 +53,7 @@ class Pipeline:
         locator = locator_for(config)
         self._decoder: Decoder = create_decoder(
             config.protocol.name,
-            DecoderOptions(config.protocol.encoding, config.protocol.schema_wait_seconds),
+            DecoderOptions(config.protocol.encoding, config.protocol.schema_wait_seconds, config.types),
         )
         self._applier = Applier(spark, locator)
         self._checkpoints = CheckpointStore(spark, locator)

@@ -8,6 +8,7 @@ from typing import Callable, Protocol
 from schema_cache.events import Event, RawMessage
 from schema_cache.exceptions import ConfigError, DecodeError
 from schema_cache.parking import ParkedMessage
+from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 
 class Decoder(Protocol):
@@ -40,16 +41,20 @@ class Decoder(Protocol):
 class DecoderOptions:
     encoding: str = "json"
     schema_wait_seconds: float = 600.0
+    types: TypeOptions = DEFAULT_OPTIONS
 
 
 def _simple(options: DecoderOptions) -> Decoder:
-    from schema_cache.simple.decoder import SimpleDecoder
+    from schema_cache.simple.decoder import ENCODINGS, SimpleDecoder
 
-    if options.encoding != "json":
+    if options.encoding not in ENCODINGS:
         raise ConfigError(
-            f"protocol.encoding: {options.encoding!r} is not supported for protocol 'simple' yet; allowed: json"
+            f"protocol.encoding: {options.encoding!r} is not allowed for protocol 'simple'; "
+            f"allowed: {', '.join(ENCODINGS)}"
         )
-    return SimpleDecoder(schema_wait_seconds=options.schema_wait_seconds)
+    return SimpleDecoder(
+        encoding=options.encoding, types=options.types, schema_wait_seconds=options.schema_wait_seconds
+    )
 
 
 DECODERS: dict[str, Callable[[DecoderOptions], Decoder]] = {"simple": _simple}

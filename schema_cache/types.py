@@ -5,32 +5,76 @@ protocol's wire encoding (base64, Avro unions, ...) and hand the remaining
 TiCDC text form of a value to the converter built here, which returns the
 Python value PySpark expects for the column's Spark type.
 
-The mapping (see the README's type table for the reasons):
+The default mapping (the README's type table gives the reasons); the choices
+marked * can be changed with `TypeOptions` (config section [types]):
 
 - signed integers -> the smallest Spark integer that holds the range;
-  unsigned -> the next wider one; BIGINT UNSIGNED -> DECIMAL(20,0);
-- DECIMAL(p,s) -> DECIMAL(p,s) for p <= 38, else STRING holding the exact text;
-- DATETIME -> TIMESTAMP_NTZ (MySQL DATETIME has no zone), TIMESTAMP -> TIMESTAMP
-  (an instant), DATE -> DATE, TIME -> STRING (negative and >24h values exist),
-  YEAR -> SMALLINT; zero dates ('0000-00-00') become NULL;
-- BIT(n) -> BIGINT for n <= 63, DECIMAL(20,0) for BIT(64);
+  unsigned -> the next wider one; BIGINT UNSIGNED -> DECIMAL(20,0)*;
+- DECIMAL(p,s) -> DECIMAL(p,s) for p <= 38, else STRING holding the exact text*;
+- DATETIME -> TIMESTAMP_NTZ* (MySQL DATETIME has no zone), TIMESTAMP -> TIMESTAMP
+  (an instant), DATE -> DATE, TIME -> STRING* (negative and >24h values exist),
+  YEAR -> SMALLINT; zero dates ('0000-00-00') become NULL*;
+- BIT(n) -> BIGINT for n <= 63, DECIMAL(20,0) for BIT(64)*;
 - ENUM / SET -> STRING (names, SET comma-joined as TiDB shows it);
 - text types -> STRING; binary types and binary-charset strings -> BINARY;
-- JSON -> STRING.
+- JSON -> STRING*; VECTOR -> STRING ('[1,2,3]').
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
+import re
 from dataclasses import dataclass
 from typing import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from schema_cache.exceptions import ValueConversionError
+from schema_cache.exceptions import ConfigError, ValueConversionError
 
 # Spark's DecimalType tops out at 38 digits.
 MAX_SPARK_DECIMAL_PRECISION = 38
+
+# Allowed values per TypeOptions field; the first is the default.
+TYPE_CHOICES: dict[str, tuple[str, ...]] = {
+    # BIGINT UNSIGNED: exact number, or its decimal text
+    "bigint_unsigned": ("decimal", "string"),
+    # DECIMAL wider than 38 digits: exact text, or a (lossy, opt-in) double
+    "wide_decimal": ("string", "double"),
+    # DATETIME: zone-less timestamp, an instant taking the wall clock as UTC, or text
+    "datetime": ("timestamp_ntz", "timestamp_utc", "string"),
+    # TIME: text as TiDB shows it, or signed microseconds
+    "time": ("string", "microseconds"),
+    # BIT(n): the unsigned number, or ceil(n/8) big-endian bytes
+    "bit": ("integer", "binary"),
+    # JSON: text, or Spark's VARIANT (Spark 4 / Delta 4 readers required)
+    "json": ("string", "variant"),
+    # Zero dates ('0000-00-00', '2020-00-15'): NULL, or bad input
+    "zero_date": ("null", "error"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TypeOptions:
+    """The user's choices where more than one faithful mapping exists."""
+
+    bigint_unsigned: str = "decimal"
+    wide_decimal: str = "string"
+    datetime: str = "timestamp_ntz"
+    time: str = "string"
+    bit: str = "integer"
+    json: str = "string"
+    zero_date: str = "null"
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            allowed = TYPE_CHOICES[field.name]
+            if value not in allowed:
+                raise ConfigError(f"types.{field.name}: {value!r} is not allowed; allowed: {', '.join(allowed)}")
+
+
+DEFAULT_OPTIONS = TypeOptions()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +127,17 @@ _FIXED_TYPES = {
     "float": "FLOAT",
     "double": "DOUBLE",
     "date": "DATE",
-    "datetime": "TIMESTAMP_NTZ",
     "timestamp": "TIMESTAMP",
-    "time": "STRING",
     "year": "SMALLINT",
-    "json": "STRING",
     "enum": "STRING",
     "set": "STRING",
     "vector": "STRING",
+}
+# Types whose Spark type is an option: (type name, TypeOptions field) -> choice -> Spark type.
+_CHOSEN_TYPES = {
+    "datetime": ("datetime", {"timestamp_ntz": "TIMESTAMP_NTZ", "timestamp_utc": "TIMESTAMP", "string": "STRING"}),
+    "time": ("time", {"string": "STRING", "microseconds": "BIGINT"}),
+    "json": ("json", {"string": "STRING", "variant": "VARIANT"}),
 }
 _NO_LENGTH_IN_NAME = {"date", "year", "json", "enum", "set", "float", "double", "timestamp", "datetime", "time"}
 
@@ -103,21 +150,28 @@ def is_binary(t: TiDBType) -> bool:
     return t.name in _BINARY_TYPES or (t.binary and t.name in _TEXT_TYPES)
 
 
-def spark_type(t: TiDBType) -> str:
+def spark_type(t: TiDBType, options: TypeOptions = DEFAULT_OPTIONS) -> str:
     """The Spark SQL type a column of TiDB type `t` is materialized as."""
     if t.name in _SIGNED_INTEGERS:
+        if t.name == "bigint" and t.unsigned and options.bigint_unsigned == "string":
+            return "STRING"
         return (_UNSIGNED_INTEGERS if t.unsigned else _SIGNED_INTEGERS)[t.name]
     if t.name == "decimal":
         precision = t.length if t.length and t.length > 0 else _DEFAULT_DECIMAL_PRECISION
         if precision > MAX_SPARK_DECIMAL_PRECISION:
-            return "STRING"
+            return "DOUBLE" if options.wide_decimal == "double" else "STRING"
         return f"DECIMAL({precision},{t.scale or 0})"
     if t.name == "bit":
+        if options.bit == "binary":
+            return "BINARY"
         return "DECIMAL(20,0)" if (t.length or 1) >= 64 else "BIGINT"
     if t.name in _TEXT_TYPES:
         return "BINARY" if t.binary else "STRING"
     if t.name in _BINARY_TYPES:
         return "BINARY"
+    if t.name in _CHOSEN_TYPES:
+        option, choices = _CHOSEN_TYPES[t.name]
+        return choices[getattr(options, option)]
     try:
         return _FIXED_TYPES[t.name]
     except KeyError:
@@ -154,25 +208,15 @@ def _to_bytes(value: object) -> bytes:
     raise ValueConversionError(f"expected bytes for a binary column, got {type(value).__name__}")
 
 
-def _has_zero_date_part(text: str) -> bool:
+def _is_zero_date(text: str, policy: str) -> bool:
     # MySQL allows '0000-00-00' and, outside strict mode, '2020-00-15'; none of
-    # them is a real date. Policy (README): they become NULL.
+    # them is a real date.
     date_part = text[:10]
-    return date_part[:4] == "0000" or date_part[5:7] == "00" or date_part[8:10] == "00"
-
-
-def _to_date(text: object) -> dt.date | None:
-    text = _to_str(text)
-    if _has_zero_date_part(text):
-        return None
-    return dt.date.fromisoformat(text[:10])
-
-
-def _to_datetime(text: object) -> dt.datetime | None:
-    text = _to_str(text)
-    if _has_zero_date_part(text):
-        return None
-    return dt.datetime.fromisoformat(text)
+    if date_part[:4] == "0000" or date_part[5:7] == "00" or date_part[8:10] == "00":
+        if policy == "error":
+            raise ValueConversionError(f"zero date {text!r} (types.zero_date = error)")
+        return True
+    return False
 
 
 def _zone(name: str) -> dt.tzinfo:
@@ -186,16 +230,50 @@ def _zone(name: str) -> dt.tzinfo:
         raise ValueConversionError(f"unknown time zone {name!r}") from err
 
 
-def timestamp_in_zone(text: str, zone_name: str) -> dt.datetime | None:
+def timestamp_in_zone(text: str, zone_name: str, options: TypeOptions = DEFAULT_OPTIONS) -> dt.datetime | None:
     """A TIMESTAMP shown as wall-clock `text` in `zone_name`, as a UTC instant."""
-    if _has_zero_date_part(text):
+    if _is_zero_date(text, options.zero_date):
         return None
     wall = dt.datetime.fromisoformat(text)
     return wall.replace(tzinfo=_zone(zone_name)).astimezone(dt.timezone.utc)
 
 
-def _to_timestamp_utc(text: object) -> dt.datetime | None:
-    return timestamp_in_zone(_to_str(text), "UTC")
+def _temporal_converter(name: str, target: str, options: TypeOptions) -> Converter:
+    def convert(value: object) -> object:
+        text = _to_str(value)
+        if _is_zero_date(text, options.zero_date):
+            return None
+        if target == "STRING":
+            return text
+        if name == "date":
+            return dt.date.fromisoformat(text[:10])
+        wall = dt.datetime.fromisoformat(text)
+        if name == "timestamp" or target == "TIMESTAMP":
+            return wall.replace(tzinfo=dt.timezone.utc)
+        return wall
+
+    return convert
+
+
+_TIME = re.compile(r"(-)?(\d+):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
+
+
+def _time_to_microseconds(value: object) -> int:
+    match = _TIME.fullmatch(_to_str(value))
+    if match is None:
+        raise ValueConversionError(f"not a TIME value: {value!r}")
+    sign, hours, minutes, seconds, fraction = match.groups()
+    micros = ((int(hours) * 60 + int(minutes)) * 60 + int(seconds)) * 1_000_000 + int((fraction or "").ljust(6, "0"))
+    return -micros if sign else micros
+
+
+def _bit_to_bytes(t: TiDBType) -> Converter:
+    width = max(1, ((t.length or 1) + 7) // 8)
+
+    def convert(value: object) -> bytes:
+        return int(value).to_bytes(width, "big")
+
+    return convert
 
 
 def _enum_converter(t: TiDBType) -> Converter:
@@ -232,15 +310,13 @@ _CONVERTERS_BY_SPARK_TYPE: dict[str, Converter] = {
     "BIGINT": _to_int,
     "FLOAT": _to_float,
     "DOUBLE": _to_float,
-    "DATE": _to_date,
-    "TIMESTAMP_NTZ": _to_datetime,
-    "TIMESTAMP": _to_timestamp_utc,
     "STRING": _to_str,
+    "VARIANT": _to_str,  # JSON text; the writer parses it into a VARIANT
     "BINARY": _to_bytes,
 }
 
 
-def text_converter(t: TiDBType) -> Converter:
+def text_converter(t: TiDBType, options: TypeOptions = DEFAULT_OPTIONS) -> Converter:
     """A function from TiCDC's text form of a `t` value to its Python value.
 
     TiCDC's text form: integers, BIT and decimals as decimal digits, temporal
@@ -248,11 +324,17 @@ def text_converter(t: TiDBType) -> Converter:
     Binary values must already be bytes. TIMESTAMP text is taken as UTC; use
     `timestamp_in_zone` when the protocol names a zone.
     """
+    target = spark_type(t, options)
     if t.name == "enum":
         return _enum_converter(t)
     if t.name == "set":
         return _set_converter(t)
-    target = spark_type(t)
+    if t.name in ("date", "datetime", "timestamp"):
+        return _temporal_converter(t.name, target, options)
+    if t.name == "time" and target == "BIGINT":
+        return _time_to_microseconds
+    if t.name == "bit" and target == "BINARY":
+        return _bit_to_bytes(t)
     if target.startswith("DECIMAL"):
         return _to_decimal
     return _CONVERTERS_BY_SPARK_TYPE[target]
@@ -263,22 +345,33 @@ def text_converter(t: TiDBType) -> Converter:
 _DYNAMIC_DEFAULT_PREFIXES = ("CURRENT_", "NOW(", "LOCALTIME")
 
 
-def default_value(t: TiDBType, raw: object) -> object:
+def is_dynamic_default(raw: object) -> bool:
+    return raw is not None and _to_str(raw).upper().startswith(_DYNAMIC_DEFAULT_PREFIXES)
+
+
+def _bit_default(raw: object) -> int:
+    # Simple JSON carries a BIT default as a number; Avro as the raw bytes of
+    # the binary literal.
+    try:
+        return int(float(_to_str(raw)))
+    except ValueError:
+        return int.from_bytes(_to_str(raw).encode("latin-1"), "big")
+
+
+def default_value(t: TiDBType, raw: object, options: TypeOptions = DEFAULT_OPTIONS) -> object:
     """The Python value of a column default as the schema describes it.
 
     Defaults are stored the way TiDB stores them: ENUM/SET by name, BIT as a
     number, everything else as text. Returns None for no default and for
     defaults evaluated at write time (CURRENT_TIMESTAMP).
     """
-    if raw is None:
+    if raw is None or is_dynamic_default(raw):
         return None
     text = _to_str(raw)
-    if text.upper().startswith(_DYNAMIC_DEFAULT_PREFIXES):
-        return None
     if t.name in ("enum", "set"):
         return text
     if is_binary(t):
         return text.encode("utf-8")
     if t.name == "bit":
-        return decimal.Decimal(int(float(text))) if spark_type(t).startswith("DECIMAL") else int(float(text))
-    return text_converter(t)(text)
+        return text_converter(t, options)(_bit_default(raw))
+    return text_converter(t, options)(text)

@@ -18,11 +18,12 @@ from __future__ import annotations
 import datetime as dt
 import zlib
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
-from schema_cache.simple.writer import SimpleJsonWriter, table_schema, timestamp
+from schema_cache.simple.writer import SimpleAvroWriter, SimpleJsonWriter, table_schema, timestamp
 
 # A plausible TSO: physical milliseconds << 18.
 _FIRST_TS = 1_700_000_000_000 << 18
@@ -50,12 +51,15 @@ class Message:
 
 
 class SimpleChangefeed:
-    def __init__(self, partitions: int = 3, *, location: str = "UTC", split_key_updates: bool = True) -> None:
+    def __init__(
+        self, partitions: int = 3, *, encoding: str = "json", location: str = "UTC", split_key_updates: bool = True
+    ) -> None:
         self.partitions = partitions
         self.location = location
         self.split_key_updates = split_key_updates
         self.messages: list[Message] = []
-        self._writer = SimpleJsonWriter(build_ts_ms=1_700_000_000_000)
+        writer = {"json": SimpleJsonWriter, "avro": SimpleAvroWriter}[encoding]
+        self._writer = writer(build_ts_ms=1_700_000_000_000)
         self._tables: dict[tuple[str, str], _Table] = {}
         self._ts = _FIRST_TS
         self._next_table_id = 100
@@ -154,7 +158,7 @@ class SimpleChangefeed:
         self.messages.append(Message(partition, value, "DML"))
 
     def _wire(self, state: _Table, row: Mapping[str, object]) -> dict:
-        return {name: _wire_value(state.column(name), value) for name, value in row.items()}
+        return {name: _wire_value(state.column(name), value, self.location) for name, value in row.items()}
 
     # --- the expected downstream --------------------------------------------------
 
@@ -251,16 +255,19 @@ class _Transaction:
         feed._emit_row(state, value, feed._partition_of(state, after if after is not None else before))
 
 
-def _wire_value(column: dict, value: object) -> object:
-    """A TiDB value in the Simple protocol's JSON form for its column."""
+def _wire_value(column: dict, value: object, location: str) -> object:
+    """A TiDB value in the Simple protocol's form for its column.
+
+    TIMESTAMP: wall-clock in the changefeed's time zone, named beside it, as TiCDC sends it.
+    """
     if value is None:
         return None
     data_type = column["dataType"]
     kind = data_type["mysqlType"]
     if kind == "timestamp":
-        utc = value.astimezone(dt.timezone.utc)
-        text = utc.strftime("%Y-%m-%d %H:%M:%S") + (f".{utc.microsecond:06d}" if utc.microsecond else "")
-        return timestamp(text, "UTC")
+        wall = value.astimezone(ZoneInfo(location))
+        text = wall.strftime("%Y-%m-%d %H:%M:%S") + (f".{wall.microsecond:06d}" if wall.microsecond else "")
+        return timestamp(text, location)
     if kind == "enum":
         return str(data_type["elements"].index(value) + 1)
     if kind == "set":

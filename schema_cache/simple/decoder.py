@@ -1,5 +1,5 @@
-"""TiCDC Simple protocol decoder (spec: shared/spec/004, encoder:
-pingcap/ticdc pkg/sink/codec/simple/message.go).
+"""TiCDC Simple protocol decoder, JSON and Avro encodings (spec: shared/spec/004,
+encoder: pingcap/ticdc pkg/sink/codec/simple/message.go).
 
 Each message holds one event. DML carries only `schemaVersion`; the structure
 comes from BOOTSTRAP and DDL messages, cached by (database, table, version).
@@ -26,7 +26,9 @@ from schema_cache.events import (
 )
 from schema_cache.exceptions import DecodeError, SchemaNotFoundError, ValueConversionError
 from schema_cache.parking import ParkedMessage, ParkingLot
+from schema_cache.simple import avro
 from schema_cache.simple.table_schema import SimpleTableSchema, parse_table_schema
+from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +53,24 @@ _VERSIONS_KEPT = 16
 SchemaKey = tuple[str, str, int]
 
 
+ENCODINGS = ("json", "avro")
+
+
 class SimpleDecoder:
-    """Decodes Simple protocol messages (JSON encoding) into events."""
+    """Decodes Simple protocol messages (JSON or Avro encoding) into events."""
 
     def __init__(
         self,
         *,
+        encoding: str = "json",
+        types: TypeOptions = DEFAULT_OPTIONS,
         schema_wait_seconds: float = 600.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if encoding not in ENCODINGS:
+            raise ValueError(f"unknown Simple encoding {encoding!r}")
+        self._encoding = encoding
+        self._types = types
         self._schema_wait_seconds = schema_wait_seconds
         self._schemas: dict[SchemaKey, SimpleTableSchema] = {}
         self._raw_schemas: dict[SchemaKey, Mapping[str, object]] = {}
@@ -100,6 +111,7 @@ class SimpleDecoder:
         ]
 
     def state(self) -> bytes:
+        # Avro-decoded schemas hold the same JSON-compatible values.
         return json.dumps(list(self._raw_schemas.values()), separators=(",", ":")).encode()
 
     def restore(self, state: bytes) -> None:
@@ -111,12 +123,18 @@ class SimpleDecoder:
     def _parse(self, message: RawMessage) -> Mapping[str, object]:
         if message.value is None:
             raise self._error(message, "empty message value (Simple protocol never sends tombstones)")
-        try:
-            body = json.loads(message.value)
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise self._error(message, f"not JSON: {err}") from err
-        if not isinstance(body, dict):
-            raise self._error(message, "a Simple message must be a JSON object")
+        if self._encoding == "avro":
+            try:
+                body = avro.read(message.value)
+            except (EOFError, ValueError, TypeError, IndexError, KeyError) as err:
+                raise self._error(message, f"not a Simple Avro message: {type(err).__name__}: {err}") from err
+        else:
+            try:
+                body = json.loads(message.value)
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise self._error(message, f"not JSON: {err}") from err
+            if not isinstance(body, dict):
+                raise self._error(message, "a Simple message must be a JSON object")
         version = body.get("version")
         if version != SUPPORTED_VERSION:
             raise self._error(message, f"unsupported Simple protocol version {version!r} (supported: 1)")
@@ -207,7 +225,7 @@ class SimpleDecoder:
     def _remember(self, raw_schema: Mapping[str, object]) -> SchemaKey:
         key = self._key_of(raw_schema)
         if key not in self._schemas:
-            parsed = parse_table_schema(raw_schema)
+            parsed = parse_table_schema(raw_schema, self._types)
             self._schemas[key] = parsed
             self._raw_schemas[key] = raw_schema
             if parsed.schema.table_id:

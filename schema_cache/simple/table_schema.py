@@ -63,11 +63,11 @@ def _optional_int(value: object) -> int | None:
     return None if value is None else int(value)
 
 
-def _value_converter(t: types.TiDBType) -> Callable[[object], object]:
+def _value_converter(t: types.TiDBType, options: types.TypeOptions) -> Callable[[object], object]:
     """Undo Simple's wire encoding, then apply the shared text conversion."""
     if t.name == "timestamp":
-        return _timestamp_value
-    convert = types.text_converter(t)
+        return lambda raw: _timestamp_value(raw, options)
+    convert = types.text_converter(t, options)
     if types.is_binary(t):
         return lambda raw: convert(_binary_value(raw))
     return convert
@@ -80,11 +80,11 @@ def _binary_value(raw: object) -> bytes:
     return base64.b64decode(str(raw), validate=True)
 
 
-def _timestamp_value(raw: object) -> object:
+def _timestamp_value(raw: object, options: types.TypeOptions) -> object:
     # TIMESTAMP arrives as {"location": zone, "value": wall-clock in that zone}.
     if isinstance(raw, Mapping):
-        return types.timestamp_in_zone(str(raw["value"]), str(raw.get("location") or "UTC"))
-    return types.timestamp_in_zone(str(raw), "UTC")
+        return types.timestamp_in_zone(str(raw["value"]), str(raw.get("location") or "UTC"), options)
+    return types.timestamp_in_zone(str(raw), "UTC", options)
 
 
 def handle_key(indexes: list[Mapping[str, object]], nullable: Mapping[str, bool]) -> tuple[str, ...]:
@@ -99,7 +99,9 @@ def handle_key(indexes: list[Mapping[str, object]], nullable: Mapping[str, bool]
     return ()
 
 
-def parse_table_schema(raw: Mapping[str, object]) -> SimpleTableSchema:
+def parse_table_schema(
+    raw: Mapping[str, object], options: types.TypeOptions = types.DEFAULT_OPTIONS
+) -> SimpleTableSchema:
     """Build the neutral schema and row codec from a Simple TableSchema object."""
     database = raw.get("schema", raw.get("database"))
     columns = []
@@ -110,19 +112,19 @@ def parse_table_schema(raw: Mapping[str, object]) -> SimpleTableSchema:
         name = str(column["name"])
         nullable[name] = bool(column.get("nullable", True))
         try:
-            default = types.default_value(t, column.get("default"))
+            default = types.default_value(t, column.get("default"), options)
         except (ValueError, ArithmeticError, ValueConversionError):
             default = None  # an unparseable default is not worth failing the stream for
         columns.append(
             Column(
                 name=name,
-                spark_type=types.spark_type(t),
+                spark_type=types.spark_type(t, options),
                 nullable=nullable[name],
                 default=default,
                 source_type=t.describe(),
             )
         )
-        converters.append(_value_converter(t))
+        converters.append(_value_converter(t, options))
     schema = TableSchema(
         name=TableName(str(database), str(raw["table"])),
         columns=tuple(columns),

@@ -235,3 +235,18 @@ def test_bad_message_fails_the_job_naming_its_position(spark, kafka, tmp_path, u
     assert (letter["topic"], letter["partition"], letter["offset"]) == (topic, 1, bad_offset)
     assert bytes(letter["value"]) == b"\x00not json" and bytes(letter["key"]) == b"k"
     assert letter["error_type"] == "DecodeError"
+
+
+def test_avro_encoding_end_to_end(spark, kafka, tmp_path, unique):
+    # Setup: the demo stream in Simple's Avro encoding, TIMESTAMPs sent in a non-UTC zone.
+    # Expect: the same tables as the upstream model.
+    feed = demo_changefeed(seed=13, changes=150, encoding="avro", location="America/Sao_Paulo")
+    topic, target = f"avro-{unique}", str(tmp_path)
+    publish(kafka, topic, feed.messages)
+
+    run_job(spark, kafka, topic, target, f"g-{unique}", protocol={"encoding": "avro"})
+
+    assert_table(spark, target, feed, "shop", "customers",
+                 "id INT, name STRING, balance DECIMAL(12,2), signed_up TIMESTAMP, tier STRING")
+    assert_table(spark, target, feed, "shop", "orders",
+                 "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING")
