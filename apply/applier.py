@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 from apply.collapse import collapse
 from apply.delta_writer import DeltaWriter
 from apply.locator import TableLocator
-from apply.progress import read_applied_ts
+from apply.progress import PendingBackfill, read_progress
 from schema_cache.events import Event, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema, Watermark
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ class _TableState:
     exists: bool
     applied_ts: int | None
     aligned_to: TableSchema | None = None
+    pending: PendingBackfill | None = None
 
     def has_applied(self, commit_ts: int) -> bool:
         return self.applied_ts is not None and commit_ts <= self.applied_ts
@@ -83,11 +84,11 @@ class Applier:
     def _state(self, table: TableName) -> _TableState:
         state = self._tables.get(table)
         if state is None:
-            exists, applied = read_applied_ts(self._spark, self._locator.sql_name(table))
-            state = _TableState(exists=exists, applied_ts=applied)
+            progress = read_progress(self._spark, self._locator.sql_name(table))
+            state = _TableState(progress.exists, progress.applied_ts, pending=progress.pending)
             self._tables[table] = state
-            if applied is not None:
-                log.info("%s: applied through commitTs %d", table, applied)
+            if progress.applied_ts is not None:
+                log.info("%s: applied through commitTs %d", table, progress.applied_ts)
         return state
 
     # --- rows -------------------------------------------------------------------
@@ -127,7 +128,7 @@ class Applier:
             self._writer.create(table, schema, None, replace=False)
             state.exists = True
         else:
-            self._writer.align(table, schema, None)
+            self._writer.evolve(table, schema, None)
         state.aligned_to = schema
 
     # --- DDL --------------------------------------------------------------------
@@ -160,8 +161,16 @@ class Applier:
         if not state.exists:
             self._create(change, state)
             return
-        self._writer.align(change.table, change.schema, change.commit_ts)
+        self._writer.evolve(
+            change.table,
+            change.schema,
+            change.commit_ts,
+            statement=change.statement,
+            prior_ts=state.applied_ts,
+            pending=state.pending,
+        )
         state.aligned_to = change.schema
+        state.pending = None
 
     def _truncate(self, change: SchemaChange, state: _TableState) -> None:
         if state.exists:

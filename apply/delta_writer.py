@@ -1,4 +1,4 @@
-"""SQL against Delta tables: create, align structure, MERGE, truncate.
+"""SQL against Delta tables: create, evolve structure, MERGE, truncate.
 
 Upstream names reach SQL only quoted (`apply.identifiers.quote`); upstream
 values reach Spark only inside DataFrames, never as SQL text.
@@ -7,26 +7,34 @@ values reach Spark only inside DataFrames, never as SQL text.
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from apply.collapse import NetChange
+from apply.evolution import plan
 from apply.identifiers import quote
 from apply.locator import TableLocator
-from apply.progress import APP_ID, tagged_commit
+from apply.progress import APP_ID, PendingBackfill, tagged_commit
 from apply.views import temp_view
 from schema_cache.events import Column, TableName, TableSchema
-from schema_cache.exceptions import ApplyError
 
 log = logging.getLogger(__name__)
 
 # Column mapping lets columns be dropped and renamed in place and allows any
-# character in names; deletion vectors keep MERGE cost tied to changed rows.
+# character in names; deletion vectors keep MERGE cost tied to changed rows;
+# type widening lets integer, float and decimal columns grow in place.
 TABLE_PROPERTIES = {
     "delta.columnMapping.mode": "name",
     "delta.enableDeletionVectors": "true",
+    "delta.enableTypeWidening": "true",
 }
 
+# Table features a column type needs. CREATE TABLE enables them itself; a
+# later ADD COLUMN or type change must enable them first.
+_TYPE_FEATURES = {"TIMESTAMP_NTZ": "timestampNtz", "VARIANT": "variantType"}
+
 _SOURCE_VIEW = "ticdc_delta_merge_source"
+_DEFAULTS_VIEW = "ticdc_delta_defaults"
 _DELETED = "ticdc_deleted"
 
 
@@ -49,15 +57,20 @@ def _source_value(i: int, column: Column) -> str:
     return template.format(f"s.{_source_column(i)}")
 
 
-def _normalized(spark_type: str) -> str:
-    return spark_type.replace(" ", "").lower()
+def _source_schema(columns: Sequence[Column], *extra: str) -> str:
+    return ", ".join([f"{_source_column(i)} {_source_type(c)}" for i, c in enumerate(columns)] + list(extra))
+
+
+def _properties() -> str:
+    return ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
 
 
 def create_table_sql(name: str, schema: TableSchema, *, replace: bool) -> str:
     columns = ", ".join(f"{quote(c.name)} {c.spark_type}" for c in schema.columns)
-    properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
-    verb = "CREATE OR REPLACE TABLE" if replace else "CREATE TABLE"
-    return f"{verb} {name} ({columns}) USING DELTA TBLPROPERTIES ({properties})"
+    # Not CREATE OR REPLACE: on an existing path table Delta treats that as
+    # "create unless it exists" and keeps the rows.
+    verb = "REPLACE TABLE" if replace else "CREATE TABLE"
+    return f"{verb} {name} ({columns}) USING DELTA TBLPROPERTIES ({_properties()})"
 
 
 def merge_sql(name: str, schema: TableSchema, source: str = _SOURCE_VIEW) -> str:
@@ -88,6 +101,27 @@ def add_columns_sql(name: str, additions: Sequence[tuple[Column, str | None]]) -
     return f"ALTER TABLE {name} ADD COLUMNS ({', '.join(parts)})"
 
 
+def _cast(expression: str, new_type: str) -> str:
+    if new_type == "VARIANT":
+        return f"parse_json(CAST({expression} AS STRING))"
+    return f"CAST({expression} AS {new_type})"
+
+
+def rewrite_sql(name: str, columns: Sequence[str], new_types: dict[str, str]) -> str:
+    """Replace the table by itself with some columns cast, in one atomic commit."""
+    select = ", ".join(
+        f"{_cast(quote(c), new_types[c])} AS {quote(c)}" if c in new_types else quote(c) for c in columns
+    )
+    return f"CREATE OR REPLACE TABLE {name} USING DELTA TBLPROPERTIES ({_properties()}) AS SELECT {select} FROM {name}"
+
+
+@dataclass(frozen=True)
+class _Step:
+    run: Callable[[], object]
+    # Recorded on this step's commit when it is not the last one.
+    pending: PendingBackfill | None = None
+
+
 class DeltaWriter:
     def __init__(self, spark, locator: TableLocator) -> None:
         self._spark = spark
@@ -95,6 +129,9 @@ class DeltaWriter:
 
     def _name(self, table: TableName) -> str:
         return self._locator.sql_name(table)
+
+    def _sql(self, statement: str) -> Callable[[], object]:
+        return lambda: self._spark.sql(statement)
 
     def columns(self, table: TableName) -> list[tuple[str, str]]:
         """(name, Spark type) of the table's current columns."""
@@ -107,52 +144,105 @@ class DeltaWriter:
             self._spark.sql(create_table_sql(self._name(table), schema, replace=replace))
         log.info("%s %s (%d columns)", "replaced" if replace else "created", table, len(schema.columns))
 
-    def align(self, table: TableName, schema: TableSchema, applied_ts: int | None) -> bool:
-        """Make the table's columns those of `schema`; True if anything changed.
+    def evolve(
+        self,
+        table: TableName,
+        schema: TableSchema,
+        applied_ts: int | None,
+        *,
+        statement: str = "",
+        prior_ts: int | None = None,
+        pending: PendingBackfill | None = None,
+    ) -> bool:
+        """Make the table's structure that of `schema`; True if anything changed.
 
-        Only the last statement carries `applied_ts`, so a crash part-way
-        leaves the table marked as before the change and it is redone.
+        Order: renames, drops, adds, type changes, then defaults written into
+        the rows that existed before. Only the last step carries `applied_ts`,
+        so a crash part-way leaves the table marked as before and the change
+        is redone; since a redo finds the new columns already there, the add
+        step records which defaults are still to be written (`pending`).
         """
-        current = self.columns(table)
-        current_types = {n.lower(): t for n, t in current}
-        target = {c.name.lower() for c in schema.columns}
-        statements = []
-        dropped = [n for n, _ in current if n.lower() not in target]
-        if dropped:
-            statements.append(
-                f"ALTER TABLE {self._name(table)} DROP COLUMNS ({', '.join(quote(n) for n in dropped)})"
-            )
-        additions = []
-        previous = None
-        for column in schema.columns:
-            old_type = current_types.get(column.name.lower())
-            if old_type is None:
-                additions.append((column, previous))
-            elif old_type != _normalized(column.spark_type):
-                raise ApplyError(
-                    f"{table}: column {column.name!r} changes type {old_type} -> {column.spark_type}; "
-                    "type changes are not supported yet"
-                )
-            previous = column.name
-        if additions:
-            statements.append(add_columns_sql(self._name(table), additions))
-        for i, statement in enumerate(statements):
-            with tagged_commit(self._spark, applied_ts if i == len(statements) - 1 else None):
-                self._spark.sql(statement)
-        if statements:
+        name = self._name(table)
+        change = plan(self.columns(table), schema, statement)
+        backfill = list(change.backfill)
+        if pending is not None and applied_ts is not None and pending.ddl_ts == applied_ts:
+            done = {c.name.lower() for c in backfill}
+            wanted = {n.lower() for n in pending.columns} - done
+            backfill += [c for c in schema.columns if c.name.lower() in wanted and c.default is not None]
+
+        new_types = [c.spark_type for c, _ in change.adds] + [t for _, t in change.widenings + change.rewrite]
+        features = sorted({_TYPE_FEATURES[t] for t in new_types if t in _TYPE_FEATURES} - self._features(table))
+        steps = [
+            _Step(self._sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.feature.{f}' = 'supported')"))
+            for f in features
+        ]
+        steps += [
+            _Step(self._sql(f"ALTER TABLE {name} RENAME COLUMN {quote(a)} TO {quote(b)}")) for a, b in change.renames
+        ]
+        if change.drops:
+            dropped = ", ".join(quote(n) for n in change.drops)
+            steps.append(_Step(self._sql(f"ALTER TABLE {name} DROP COLUMNS ({dropped})")))
+        if change.adds:
+            defaults = tuple(c.name for c in change.backfill)
+            marker = PendingBackfill(applied_ts, defaults) if defaults and applied_ts is not None else None
+            steps.append(_Step(self._sql(add_columns_sql(name, change.adds)), marker))
+        steps += [
+            _Step(self._sql(f"ALTER TABLE {name} ALTER COLUMN {quote(c)} TYPE {new}")) for c, new in change.widenings
+        ]
+        if change.rewrite:
+            steps.append(_Step(lambda: self._rewrite(table, dict(change.rewrite))))
+        if backfill:
+            steps.append(_Step(lambda: self._write_defaults(table, backfill)))
+
+        for i, step in enumerate(steps):
+            if i == len(steps) - 1:
+                with tagged_commit(self._spark, applied_ts):
+                    step.run()
+            else:
+                with tagged_commit(self._spark, prior_ts if step.pending else None, pending=step.pending):
+                    step.run()
+        if steps:
             log.info(
-                "%s: dropped columns %s, added %s",
+                "%s: renamed %s, dropped %s, added %s, widened %s, rewrote %s, defaults written for %s",
                 table,
-                dropped or "none",
-                [c.name for c, _ in additions] or "none",
+                change.renames or "-",
+                change.drops or "-",
+                [c.name for c, _ in change.adds] or "-",
+                change.widenings or "-",
+                change.rewrite or "-",
+                [c.name for c in backfill] or "-",
             )
-        return bool(statements)
+        return bool(steps)
+
+    def _features(self, table: TableName) -> set[str]:
+        properties = self._spark.sql(f"SHOW TBLPROPERTIES {self._name(table)}").collect()
+        prefix = "delta.feature."
+        return {r["key"][len(prefix):] for r in properties if r["key"].startswith(prefix) and r["value"] == "supported"}
+
+    def _rewrite(self, table: TableName, new_types: dict[str, str]) -> None:
+        # Changes Delta cannot make in place (narrowing, to or from text, DATE
+        # to TIMESTAMP_NTZ, ...): the table is replaced by itself, cast, in one
+        # commit; its history stays.
+        columns = [n for n, _ in self.columns(table)]
+        by_lower = {k.lower(): v for k, v in new_types.items()}
+        cast = {c: by_lower[c.lower()] for c in columns if c.lower() in by_lower}
+        log.warning("%s: rewriting the table to change column types %s", table, cast)
+        self._spark.sql(rewrite_sql(self._name(table), columns, cast))
+
+    def _write_defaults(self, table: TableName, columns: Sequence[Column]) -> None:
+        # Rows that existed before ADD COLUMN read its default in TiDB; one
+        # MERGE against a single-row source writes it into all of them.
+        row = [tuple(c.default for c in columns)]
+        with temp_view(self._spark, row, _source_schema(columns), _DEFAULTS_VIEW) as source:
+            assignments = ", ".join(f"t.{quote(c.name)} = {_source_value(i, c)}" for i, c in enumerate(columns))
+            self._spark.sql(
+                f"MERGE INTO {self._name(table)} AS t USING {source} AS s ON TRUE "
+                f"WHEN MATCHED THEN UPDATE SET {assignments}"
+            )
 
     def merge(self, table: TableName, schema: TableSchema, changes: Sequence[NetChange], applied_ts: int) -> None:
-        source_schema = ", ".join(
-            [f"{_source_column(i)} {_source_type(c)}" for i, c in enumerate(schema.columns)] + [f"{_DELETED} BOOLEAN"]
-        )
         rows = [(*change.values, change.deleted) for change in changes]
+        source_schema = _source_schema(schema.columns, f"{_DELETED} BOOLEAN")
         with temp_view(self._spark, rows, source_schema, _SOURCE_VIEW) as source:
             with tagged_commit(self._spark, applied_ts, txn=(APP_ID, applied_ts)):
                 self._spark.sql(merge_sql(self._name(table), schema, source))

@@ -115,7 +115,9 @@ class CatalogLocator:
 
     def rename(self, spark, old: TableName, new: TableName) -> None:
         self.prepare(spark, new)
-        spark.sql(f"ALTER TABLE {self.sql_name(old)} RENAME TO {self.sql_name(new)}")
+        # The new name is resolved inside the same catalog: schema.table only.
+        target = quote_parts(catalog_name(new.database), catalog_name(new.table))
+        spark.sql(f"ALTER TABLE {self.sql_name(old)} RENAME TO {target}")
 
     def describe(self, table: TableName) -> str:
         return f"{self.catalog}.{catalog_name(table.database)}.{catalog_name(table.table)}"

@@ -8,6 +8,10 @@ would move a table backwards, is skipped by Delta itself.
 
 On first touch of a table, its applied commitTs is read back from
 `DESCRIBE HISTORY`; events at or below it are already in the table.
+
+A DDL that adds columns with defaults takes two commits (add, then write the
+default into existing rows); the first records the pending backfill, so a
+crash between them is finished when the DDL is redone.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Iterator
 
 from pyspark.errors import AnalysisException
@@ -43,19 +48,44 @@ def is_missing_table(err: AnalysisException) -> bool:
     return err.getCondition() in _MISSING_TABLE_ERRORS
 
 
+@dataclass(frozen=True, slots=True)
+class PendingBackfill:
+    """Columns a DDL added whose default is not yet written into older rows."""
+
+    ddl_ts: int
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TableProgress:
+    exists: bool
+    applied_ts: int | None = None
+    pending: PendingBackfill | None = None
+
+
 @contextmanager
-def tagged_commit(spark, applied_ts: int | None, *, txn: tuple[str, int] | None = None) -> Iterator[None]:
+def tagged_commit(
+    spark,
+    applied_ts: int | None,
+    *,
+    txn: tuple[str, int] | None = None,
+    pending: PendingBackfill | None = None,
+) -> Iterator[None]:
     """Run the enclosed write with the applied commitTs recorded on its commit.
 
-    `applied_ts` None leaves the commit unmarked (schema alignment that does
-    not itself apply anything). `txn` (application id, version) makes the
-    write idempotent: Delta skips it if that application already committed
-    this or a higher version to the table. The settings are session-wide, so
-    writes of different tables must not run concurrently in one session.
+    `applied_ts` None (and no `pending`) leaves the commit unmarked: schema
+    alignment that does not itself apply anything. `txn` (application id,
+    version) makes the write idempotent: Delta skips it if that application
+    already committed this or a higher version to the table. The settings are
+    session-wide, so writes of different tables must not run concurrently in
+    one session.
     """
     settings = {}
-    if applied_ts is not None:
-        settings[_USER_METADATA] = json.dumps({_MARKER: {"appliedTs": applied_ts}})
+    if applied_ts is not None or pending is not None:
+        marker: dict = {"appliedTs": applied_ts}
+        if pending is not None:
+            marker["pendingBackfill"] = {"ddlTs": pending.ddl_ts, "columns": list(pending.columns)}
+        settings[_USER_METADATA] = json.dumps({_MARKER: marker})
     if txn is not None:
         settings[_TXN_APP_ID] = txn[0]
         settings[_TXN_VERSION] = str(txn[1])
@@ -68,27 +98,38 @@ def tagged_commit(spark, applied_ts: int | None, *, txn: tuple[str, int] | None 
             spark.conf.unset(key)
 
 
-def _marker_of(user_metadata: str | None) -> int | None:
+def _marker_of(user_metadata: str | None) -> dict | None:
     if not user_metadata:
         return None
     try:
-        return int(json.loads(user_metadata)[_MARKER]["appliedTs"])
+        marker = json.loads(user_metadata)[_MARKER]
     except (ValueError, KeyError, TypeError):
         return None  # someone else's metadata
+    return marker if isinstance(marker, dict) else None
 
 
-def read_applied_ts(spark, sql_name: str) -> tuple[bool, int | None]:
-    """(table exists, applied commitTs recorded in its newest marked commit)."""
+def _progress_of(marker: dict) -> TableProgress:
+    applied = marker.get("appliedTs")
+    pending = marker.get("pendingBackfill")
+    return TableProgress(
+        exists=True,
+        applied_ts=None if applied is None else int(applied),
+        pending=None if pending is None else PendingBackfill(int(pending["ddlTs"]), tuple(pending["columns"])),
+    )
+
+
+def read_progress(spark, sql_name: str) -> TableProgress:
+    """Whether the table exists, and the progress its newest marked commit records."""
     try:
         rows = spark.sql(f"DESCRIBE HISTORY {sql_name} LIMIT {_HISTORY_DEPTH}").select("userMetadata").collect()
     except AnalysisException as err:
         if is_missing_table(err):
-            return False, None
+            return TableProgress(exists=False)
         raise
     for row in rows:
         marker = _marker_of(row["userMetadata"])
         if marker is not None:
-            return True, marker
+            return _progress_of(marker)
     if len(rows) == _HISTORY_DEPTH:
         log.warning("%s: no applied marker in its last %d commits; replaying from scratch", sql_name, _HISTORY_DEPTH)
-    return True, None
+    return TableProgress(exists=True)

@@ -23,10 +23,18 @@ def kafka(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory):
     from jobs.session import get_spark
 
-    session = get_spark("local[2]", {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"})
+    session = get_spark(
+        "local[2]",
+        {
+            "spark.sql.shuffle.partitions": "1",
+            "spark.default.parallelism": "1",
+            # Catalog-mode tests create managed tables: keep them out of the checkout.
+            "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
+        },
+    )
     yield session
     session.stop()
 

@@ -121,6 +121,53 @@ class SimpleChangefeed:
         )
         return ts
 
+    def _alter(self, database: str, table: str, columns: list[dict], sql: str) -> int:
+        state = self._tables[(database, table)]
+        ts = self._tick()
+        state.schema = {**state.schema, "version": ts, "columns": columns}
+        self._broadcast(self._writer.ddl("ALTER", state.schema, ts, sql), "DDL")
+        return ts
+
+    def drop_column(self, database: str, table: str, name: str) -> int:
+        state = self._tables[(database, table)]
+        for row in state.rows.values():
+            del row[name]
+        columns = [c for c in state.schema["columns"] if c["name"] != name]
+        return self._alter(database, table, columns, f"ALTER TABLE `{table}` DROP COLUMN `{name}`")
+
+    def rename_column(self, database: str, table: str, old: str, new: str) -> int:
+        state = self._tables[(database, table)]
+        for key, row in state.rows.items():
+            state.rows[key] = {new if k == old else k: v for k, v in row.items()}
+        columns = [{**c, "name": new} if c["name"] == old else c for c in state.schema["columns"]]
+        return self._alter(database, table, columns, f"ALTER TABLE `{table}` RENAME COLUMN `{old}` TO `{new}`")
+
+    def modify_column(self, database: str, table: str, column: dict, convert=lambda v: v) -> int:
+        """MODIFY COLUMN to `column`'s type; `convert` maps existing values as TiDB does."""
+        state = self._tables[(database, table)]
+        name = column["name"]
+        for row in state.rows.values():
+            row[name] = None if row[name] is None else convert(row[name])
+        columns = [column if c["name"] == name else c for c in state.schema["columns"]]
+        return self._alter(database, table, columns, f"ALTER TABLE `{table}` MODIFY COLUMN `{name}` ...")
+
+    def rename_table(self, database: str, table: str, new_database: str, new_table: str) -> int:
+        """RENAME TABLE: same table id and schema version, new name."""
+        state = self._tables.pop((database, table))
+        ts = self._tick()
+        state.schema = {**state.schema, "schema": new_database, "table": new_table}
+        self._tables[(new_database, new_table)] = state
+        sql = f"RENAME TABLE `{database}`.`{table}` TO `{new_database}`.`{new_table}`"
+        self._broadcast(self._writer.ddl("RENAME", state.schema, ts, sql), "DDL")
+        return ts
+
+    def truncate_table(self, database: str, table: str) -> int:
+        state = self._tables[(database, table)]
+        state.rows.clear()
+        ts = self._tick()
+        self._broadcast(self._writer.ddl("TRUNCATE", state.schema, ts, f"TRUNCATE TABLE `{table}`"), "DDL")
+        return ts
+
     def drop_table(self, database: str, table: str) -> int:
         state = self._tables.pop((database, table))
         ts = self._tick()

@@ -8,7 +8,7 @@ from apply.applier import Applier
 from apply.collapse import NetChange
 from apply.delta_writer import DeltaWriter
 from apply.locator import CatalogLocator, PathLocator
-from apply.progress import read_applied_ts
+from apply.progress import TableProgress, read_progress
 from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
 
 pytestmark = pytest.mark.spark
@@ -38,11 +38,11 @@ def test_merge_is_idempotent_per_applied_ts_and_never_moves_back(spark, tmp_path
 
     writer.merge(T, SCHEMA, [NetChange(True, (1, "a")), NetChange(False, (2, "b"))], 110)
     assert [tuple(r) for r in spark.table(name).collect()] == [(2, "b")]
-    assert read_applied_ts(spark, name) == (True, 110)
+    assert read_progress(spark, name) == TableProgress(True, 110)
 
 
 def test_applied_marker_of_a_missing_table(spark, tmp_path):
-    assert read_applied_ts(spark, PathLocator(str(tmp_path)).sql_name(T)) == (False, None)
+    assert read_progress(spark, PathLocator(str(tmp_path)).sql_name(T)) == TableProgress(False)
 
 
 def test_hostile_names_in_a_catalog(spark):
@@ -70,7 +70,7 @@ def test_hostile_names_in_a_catalog(spark):
     assert spark.table(locator.sql_name(table)).columns[-1] == "new`one"
 
     applier.apply([SchemaChange(table, 13, SchemaChangeKind.DROP, wider, position)], {"topic": 13})
-    assert read_applied_ts(spark, locator.sql_name(table)) == (False, None)
+    assert read_progress(spark, locator.sql_name(table)) == TableProgress(False)
 
 
 def test_truncate_keeps_the_table_and_its_history(spark, tmp_path):
@@ -90,4 +90,4 @@ def test_truncate_keeps_the_table_and_its_history(spark, tmp_path):
     assert [tuple(r) for r in spark.table(name).collect()] == [(2, "y")]
     operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {name}").collect()]
     assert operations == ["MERGE", "DELETE", "MERGE", "CREATE TABLE"]
-    assert read_applied_ts(spark, name) == (True, 13)
+    assert read_progress(spark, name) == TableProgress(True, 13)

@@ -250,3 +250,47 @@ def test_avro_encoding_end_to_end(spark, kafka, tmp_path, unique):
                  "id INT, name STRING, balance DECIMAL(12,2), signed_up TIMESTAMP, tier STRING")
     assert_table(spark, target, feed, "shop", "orders",
                  "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING")
+
+
+def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique):
+    # Setup: through Kafka, one table goes through ADD COLUMN with and without default,
+    # DROP COLUMN, RENAME COLUMN, MODIFY COLUMN (int -> bigint), RENAME TABLE; a second
+    # table is truncated; a third dropped and re-created; rows before and after each.
+    # Expect: every final table equals upstream; the renamed column kept its data.
+    feed = items_feed()
+    feed.create_table("shop", "logs", [column("id", "int", nullable=False), column("msg", "text")], primary_key=["id"])
+    feed.create_table("shop", "tmp", [column("id", "int", nullable=False)], primary_key=["id"])
+    with feed.transaction() as txn:
+        for i in range(6):
+            txn.insert("shop", "items", item(i))
+            txn.insert("shop", "logs", {"id": i, "msg": f"log {i}"})
+            txn.insert("shop", "tmp", {"id": i})
+    feed.add_column("shop", "items", column("stock", "int", default="7"), existing_rows_value=7)
+    feed.add_column("shop", "items", column("note", "varchar", length=20))
+    with feed.transaction() as txn:
+        txn.insert("shop", "items", {**item(6), "stock": 1, "note": "new"})
+    feed.drop_column("shop", "items", "updated")
+    feed.rename_column("shop", "items", "name", "title")
+    feed.modify_column("shop", "items", column("stock", "bigint"))
+    with feed.transaction() as txn:
+        txn.update("shop", "items", [2], {"stock": 2**40, "title": "big"})
+    feed.rename_table("shop", "items", "archive", "items_2025")
+    feed.truncate_table("shop", "logs")
+    feed.drop_table("shop", "tmp")
+    feed.create_table("shop", "tmp", [column("id", "int", nullable=False), column("v", "double")], primary_key=["id"])
+    with feed.transaction() as txn:
+        txn.insert("archive", "items_2025", {"id": 7, "title": "after rename", "price": Decimal("3.00"), "stock": 3})
+        txn.insert("shop", "logs", {"id": 100, "msg": "after truncate"})
+        txn.insert("shop", "tmp", {"id": 1, "v": 0.5})
+    topic, target = f"ddl-{unique}", str(tmp_path)
+    publish(kafka, topic, feed.messages)
+
+    run_job(spark, kafka, topic, target, f"g-{unique}")
+
+    assert_table(spark, target, feed, "archive", "items_2025",
+                 "id INT, title STRING, price DECIMAL(10,2), stock BIGINT, note STRING")
+    assert_table(spark, target, feed, "shop", "logs", "id INT, msg STRING")
+    assert_table(spark, target, feed, "shop", "tmp", "id INT, v DOUBLE")
+    titles = {r["id"]: r["title"] for r in table_frame(spark, target, "archive", "items_2025").collect()}
+    assert titles[0] == "item 0" and titles[2] == "big"
+    assert not (tmp_path / "shop" / "items").exists()

@@ -263,3 +263,39 @@ def test_create_decoder_rejects_unknown_protocol_and_encoding():
         create_decoder("canal")
     with pytest.raises(ConfigError, match=r"protocol.encoding: 'protobuf' is not allowed for protocol 'simple'"):
         create_decoder("simple", DecoderOptions(encoding="protobuf"))
+
+
+def test_rename_table_names_the_previous_table_by_its_table_id():
+    writer = SimpleJsonWriter()
+    before = table_schema("d", "old", table_id=42, version=5, columns=[column("id", "int", nullable=False)], primary_key=["id"])
+    after = {**before, "schema": "d2", "table": "new"}  # TiDB keeps the id and the schema version
+    decoder = SimpleDecoder()
+    decoder.decode(message(writer.ddl("CREATE", before, 5, "CREATE TABLE old (id int primary key)")))
+    (change,) = decoder.decode(message(writer.ddl("RENAME", after, 9, "RENAME TABLE d.old TO d2.new")))
+    assert change.kind is SchemaChangeKind.RENAME
+    assert (change.table, change.previous_name) == (TableName("d2", "new"), TableName("d", "old"))
+    (row,) = decoder.decode(message(writer.insert(after, 10, {"id": 1})))
+    assert row.table == TableName("d2", "new")
+
+
+def test_unique_index_gives_a_keyless_table_its_handle_key():
+    # Setup: a table without keys, then CREATE UNIQUE INDEX on a NOT NULL column (CINDEX).
+    # Expect: rows before are bad input; rows after carry the new handle key.
+    writer = SimpleJsonWriter()
+    columns = [column("code", "varchar", nullable=False), column("v", "int")]
+    keyless = table_schema("d", "t", table_id=3, version=5, columns=columns)
+    keyed = table_schema("d", "t", table_id=3, version=8, columns=columns, unique_keys=[["code"]])
+    decoder = SimpleDecoder()
+    decoder.decode(message(writer.ddl("CREATE", keyless, 5, "CREATE TABLE t (...)")))
+    with pytest.raises(DecodeError):
+        decoder.decode(message(writer.insert(keyless, 6, {"code": "a", "v": 1})))
+    (change,) = decoder.decode(message(writer.ddl("CINDEX", keyed, 8, "CREATE UNIQUE INDEX u ON t (code)")))
+    assert change.kind is SchemaChangeKind.INDEX
+    (row,) = decoder.decode(message(writer.insert(keyed, 9, {"code": "a", "v": 1})))
+    assert row.schema.key == ("code",)
+
+
+def test_database_level_ddl_carries_no_table_and_is_skipped(caplog):
+    decoder = SimpleDecoder()
+    assert decoder.decode(message(SimpleJsonWriter().ddl("QUERY", None, 5, "CREATE DATABASE shop"))) == []
+    assert "CREATE DATABASE shop" in caplog.text
