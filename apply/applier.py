@@ -23,6 +23,7 @@ from apply.collapse import collapse
 from apply.delta_writer import DeltaWriter
 from apply.locator import TableLocator
 from apply.progress import PendingBackfill, read_progress
+from apply.tombstones import Tombstones
 from schema_cache.events import Event, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema, Watermark
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class Applier:
         self._spark = spark
         self._locator = locator
         self._writer = DeltaWriter(spark, locator)
+        self._tombstones = Tombstones(spark, locator)
         self._tables: dict[TableName, _TableState] = {}
         self._pending: dict[TableName, list[RowChange]] = {}
         self._summary = ApplySummary()
@@ -85,7 +87,8 @@ class Applier:
         state = self._tables.get(table)
         if state is None:
             progress = read_progress(self._spark, self._locator.sql_name(table))
-            state = _TableState(progress.exists, progress.applied_ts, pending=progress.pending)
+            applied = progress.applied_ts if progress.exists else self._tombstones.removed_at(table)
+            state = _TableState(progress.exists, applied, pending=progress.pending)
             self._tables[table] = state
             if progress.applied_ts is not None:
                 log.info("%s: applied through commitTs %d", table, progress.applied_ts)
@@ -178,6 +181,7 @@ class Applier:
         self._alter(change, state)
 
     def _drop(self, change: SchemaChange, state: _TableState) -> None:
+        self._tombstones.record(change.table, change.commit_ts, "dropped")
         if state.exists:
             self._writer.drop(change.table)
         state.exists = False
@@ -186,6 +190,7 @@ class Applier:
     def _rename(self, change: SchemaChange, state: _TableState) -> None:
         old = change.previous_name
         if old is not None and old != change.table and not state.exists and self._state(old).exists:
+            self._tombstones.record(old, change.commit_ts, f"renamed to {change.table}")
             self._writer.rename(old, change.table)
             moved = self._tables.pop(old)
             state.exists, state.aligned_to = True, moved.aligned_to

@@ -294,3 +294,12 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique):
     titles = {r["id"]: r["title"] for r in table_frame(spark, target, "archive", "items_2025").collect()}
     assert titles[0] == "item 0" and titles[2] == "big"
     assert not (tmp_path / "shop" / "items").exists()
+
+    # Replaying everything under a new group must neither change a table nor
+    # resurrect the renamed-away or dropped ones.
+    tables = [("archive", "items_2025"), ("shop", "logs"), ("shop", "tmp")]
+    versions = {t: table_version(spark, target, *t) for t in tables}
+    replay = run_job(spark, kafka, topic, target, f"replay-{unique}")
+    assert replay.rows_applied == 0 and replay.schema_changes == 0
+    assert {t: table_version(spark, target, *t) for t in tables} == versions
+    assert not (tmp_path / "shop" / "items").exists()
