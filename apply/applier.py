@@ -1,15 +1,19 @@
 """Applies released events to Delta tables, in order, exactly once.
 
-Input: events the gate released, in (commitTs, arrival) order. Row changes of
-a table accumulate into a segment; a DDL of that table (or a change of its
-row structure) closes the segment first, so a table's rows before a DDL are
-merged before it and rows after it are merged after. At the end every open
-segment is merged up to its topic's watermark: one MERGE per table per batch
-unless DDL splits it.
+Input: events the gate released, in their protocol's order. Row changes of a
+table accumulate into a segment; a schema change of that table closes the
+segment first, so a table's rows before a DDL are merged before it and rows
+after it are merged after. At the end every open segment is merged: one
+MERGE per table per batch unless DDL splits it.
 
-Replays are harmless: a table's applied commitTs (recorded on its Delta
-commits, see `apply.progress`) is read once, and events at or below it are
-skipped.
+Structure: schema changes evolve a table fully (rename, drop, add, retype).
+Rows only ever grow it (a newer row structure seen without a DDL, e.g. when
+the consumer began mid-stream, adds or widens columns); rows of an older
+structure are merged into the columns the table has.
+
+Replays are harmless: a table's applied point (commitTs or per-partition
+offsets, recorded on its own Delta commits, see `apply.progress`) is read
+once, and events it covers are skipped.
 """
 
 from __future__ import annotations
@@ -19,25 +23,36 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from apply.collapse import collapse
+from apply.collapse import NetChange, collapse
 from apply.delta_writer import DeltaWriter
 from apply.locator import TableLocator
-from apply.progress import PendingBackfill, read_progress
+from apply.progress import AppliedPoint, PendingBackfill, read_progress
 from apply.tombstones import Tombstones
-from schema_cache.events import Event, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema, Watermark
+from schema_cache.events import (
+    Event,
+    Ordering,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    TableSchema,
+    Watermark,
+)
 
 log = logging.getLogger(__name__)
+
+
+def _partition_key(event: RowChange | SchemaChange) -> str:
+    return f"{event.position.topic}/{event.position.partition}"
 
 
 @dataclass(slots=True)
 class _TableState:
     exists: bool
-    applied_ts: int | None
+    point: AppliedPoint | None
     aligned_to: TableSchema | None = None
+    columns: set[str] | None = None  # lower-case names of the Delta table's columns, when known
     pending: PendingBackfill | None = None
-
-    def has_applied(self, commit_ts: int) -> bool:
-        return self.applied_ts is not None and commit_ts <= self.applied_ts
 
 
 @dataclass(slots=True)
@@ -52,21 +67,22 @@ class ApplySummary:
 
 
 class Applier:
-    def __init__(self, spark, locator: TableLocator) -> None:
+    def __init__(self, spark, locator: TableLocator, ordering: Ordering = Ordering.COMMIT_TS) -> None:
         self._spark = spark
         self._locator = locator
+        self._ordering = ordering
         self._writer = DeltaWriter(spark, locator)
         self._tombstones = Tombstones(spark, locator)
         self._tables: dict[TableName, _TableState] = {}
         self._pending: dict[TableName, list[RowChange]] = {}
         self._summary = ApplySummary()
 
-    def applied_ts(self) -> dict[TableName, int]:
-        """Applied commitTs of every table touched so far."""
-        return {t: s.applied_ts for t, s in self._tables.items() if s.applied_ts is not None}
+    def applied(self) -> dict[TableName, dict]:
+        """The applied point of every table touched so far, as recorded on its commits."""
+        return {t: s.point.to_json() for t, s in self._tables.items() if s.point is not None}
 
     def apply(self, events: Sequence[Event], watermarks: Mapping[str, int]) -> ApplySummary:
-        """Apply `events` (complete, ordered); `watermarks` are per topic."""
+        """Apply `events` (complete, in order); `watermarks` are per topic (commitTs ordering)."""
         self._summary = ApplySummary()
         topic_of: dict[TableName, str] = {}
         for event in events:
@@ -78,123 +94,171 @@ class Applier:
             elif not isinstance(event, Watermark):
                 raise TypeError(f"unexpected event {event!r}")
         for table in list(self._pending):
-            self._flush(table, watermarks[topic_of[table]])
+            self._flush(table, watermarks.get(topic_of[table]))
         return self._summary
 
-    # --- table state ------------------------------------------------------------
+    # --- table state and applied points ----------------------------------------------
 
     def _state(self, table: TableName) -> _TableState:
         state = self._tables.get(table)
         if state is None:
             progress = read_progress(self._spark, self._locator.sql_name(table))
-            applied = progress.applied_ts if progress.exists else self._tombstones.removed_at(table)
-            state = _TableState(progress.exists, applied, pending=progress.pending)
+            point = progress.point
+            if not progress.exists:
+                removed = self._tombstones.removed_at(table)
+                point = AppliedPoint(ts=removed) if removed is not None else None
+            state = _TableState(progress.exists, point, pending=progress.pending)
             self._tables[table] = state
-            if progress.applied_ts is not None:
-                log.info("%s: applied through commitTs %d", table, progress.applied_ts)
+            if point is not None:
+                log.info("%s: applied through %s", table, point.to_json())
         return state
+
+    def _covered(self, state: _TableState, event: RowChange | SchemaChange) -> bool:
+        """Whether the table already holds this event (a replay)."""
+        if state.point is None:
+            return False
+        if self._ordering is Ordering.OFFSET:
+            return event.position.offset < state.point.offset_map().get(_partition_key(event), 0)
+        return state.point.ts is not None and event.commit_ts <= state.point.ts
+
+    def _point_after(self, state: _TableState, events: Sequence[RowChange | SchemaChange], through_ts: int | None):
+        """The applied point once `events` (and, by commitTs, all through `through_ts`) are in."""
+        if self._ordering is Ordering.OFFSET:
+            offsets = state.point.offset_map() if state.point is not None else {}
+            for event in events:
+                key = _partition_key(event)
+                offsets[key] = max(offsets.get(key, 0), event.position.offset + 1)
+            return AppliedPoint.at_offsets(offsets)
+        return AppliedPoint(ts=through_ts)
 
     # --- rows -------------------------------------------------------------------
 
     def _add_row(self, row: RowChange) -> None:
-        if self._state(row.table).has_applied(row.commit_ts):
+        if self._covered(self._state(row.table), row):
             self._summary.skipped_replays += 1
             return
         segment = self._pending.setdefault(row.table, [])
         if segment and not segment[-1].schema.same_structure(row.schema):
-            # A new structure without a DDL in between (e.g. the consumer began
-            # mid-stream): merge what came before under the old structure.
+            # One MERGE has one row structure: merge what came before first.
             self._flush(row.table, row.commit_ts - 1)
             segment = self._pending.setdefault(row.table, [])
         segment.append(row)
 
-    def _flush(self, table: TableName, through_ts: int) -> None:
-        """Merge the table's pending rows; afterwards it is applied through `through_ts`."""
+    def _flush(self, table: TableName, through_ts: int | None) -> None:
+        """Merge the table's pending rows; commitTs ordering: applied through `through_ts`."""
         rows = self._pending.pop(table, None)
         if not rows:
             return
-        schema = rows[-1].schema
-        self._ensure_structure(table, schema)
-        changes = collapse(rows)
-        self._writer.merge(table, schema, changes, through_ts)
         state = self._state(table)
-        state.applied_ts = through_ts
+        if not state.exists and all(r.after is None for r in rows):
+            # Deletes of a table this job never created: nothing to delete.
+            log.info("%s: %d deletes for a table that does not exist; nothing to do", table, len(rows))
+            return
+        self._grow_structure(table, state, rows[-1].schema)
+        changes = collapse(rows, by_commit_ts=self._ordering is Ordering.COMMIT_TS)
+        schema, changes = self._project(state, table, rows[-1].schema, changes)
+        point = self._point_after(state, rows, through_ts)
+        self._writer.merge(table, schema, changes, point)
+        state.point = point
         self._summary.merges += 1
         self._summary.merged_rows[table] += len(rows)
-        log.debug("%s: merged %d changes (%d keys) through %d", table, len(rows), len(changes), through_ts)
+        log.debug("%s: merged %d changes (%d keys), applied through %s", table, len(rows), len(changes), point)
 
-    def _ensure_structure(self, table: TableName, schema: TableSchema) -> None:
-        state = self._state(table)
-        if state.aligned_to is not None and state.aligned_to.same_structure(schema):
-            return
+    def _grow_structure(self, table: TableName, state: _TableState, schema: TableSchema) -> None:
+        if state.aligned_to is not None and (
+            state.aligned_to.same_structure(schema) or (schema.version or 0) < (state.aligned_to.version or 0)
+        ):
+            return  # the same structure, or rows older than the table's structure
         if not state.exists:
             self._writer.create(table, schema, None, replace=False)
             state.exists = True
         else:
-            self._writer.evolve(table, schema, None)
+            self._writer.evolve(table, schema, None, additive_only=True)
         state.aligned_to = schema
+        state.columns = None
+
+    def _project(
+        self, state: _TableState, table: TableName, schema: TableSchema, changes: list[NetChange]
+    ) -> tuple[TableSchema, list[NetChange]]:
+        """The rows restricted to columns the table has (rows older than its structure)."""
+        if state.columns is None:
+            state.columns = {name.lower() for name, _ in self._writer.columns(table)}
+        keep = [i for i, c in enumerate(schema.columns) if c.name.lower() in state.columns]
+        if len(keep) == len(schema.columns):
+            return schema, changes
+        projected = TableSchema(
+            schema.name, tuple(schema.columns[i] for i in keep), schema.key, schema.table_id, schema.version
+        )
+        return projected, [NetChange(c.deleted, tuple(c.values[i] for i in keep)) for c in changes]
 
     # --- DDL --------------------------------------------------------------------
 
     def _apply_schema_change(self, change: SchemaChange) -> None:
         table = change.table
         state = self._state(table)
-        if state.has_applied(change.commit_ts):
+        if self._covered(state, change):
             self._summary.skipped_replays += 1
             return
         self._flush(table, change.commit_ts - 1)
         if change.previous_name is not None:
             self._flush(change.previous_name, change.commit_ts - 1)
         log.info("%s: applying %s at commitTs %d (%s)", table, change.kind.value, change.commit_ts, change.statement)
-        handler = _HANDLERS[change.kind]
-        handler(self, change, state)
-        state.applied_ts = change.commit_ts
+        point = self._point_after(state, [change], change.commit_ts)
+        _HANDLERS[change.kind](self, change, state, point)
+        state.point = point
+        state.columns = None
         self._summary.schema_changes += 1
 
-    def _create(self, change: SchemaChange, state: _TableState) -> None:
+    def _ddl_id(self, change: SchemaChange) -> str:
+        if self._ordering is Ordering.OFFSET:
+            return f"{_partition_key(change)}@{change.position.offset}"
+        return f"ts:{change.commit_ts}"
+
+    def _create(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
         # A CREATE newer than the table's applied point means upstream dropped
         # and re-created it: the old contents are stale.
-        self._writer.create(change.table, change.schema, change.commit_ts, replace=state.exists)
+        self._writer.create(change.table, change.schema, point, replace=state.exists)
         state.exists = True
         state.aligned_to = change.schema
 
-    def _alter(self, change: SchemaChange, state: _TableState) -> None:
+    def _alter(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
         if change.schema is None:
             return
         if not state.exists:
-            self._create(change, state)
+            self._create(change, state, point)
             return
         self._writer.evolve(
             change.table,
             change.schema,
-            change.commit_ts,
+            point,
             statement=change.statement,
-            prior_ts=state.applied_ts,
+            ddl=self._ddl_id(change),
+            prior=state.point,
             pending=state.pending,
         )
         state.aligned_to = change.schema
         state.pending = None
 
-    def _truncate(self, change: SchemaChange, state: _TableState) -> None:
+    def _truncate(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
         if state.exists:
-            self._writer.truncate(change.table, change.commit_ts)
-        self._alter(change, state)
+            self._writer.truncate(change.table, point)
+        self._alter(change, state, point)
 
-    def _drop(self, change: SchemaChange, state: _TableState) -> None:
+    def _drop(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
         self._tombstones.record(change.table, change.commit_ts, "dropped")
         if state.exists:
             self._writer.drop(change.table)
         state.exists = False
         state.aligned_to = None
 
-    def _rename(self, change: SchemaChange, state: _TableState) -> None:
+    def _rename(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
         old = change.previous_name
         if old is not None and old != change.table and not state.exists and self._state(old).exists:
             self._tombstones.record(old, change.commit_ts, f"renamed to {change.table}")
             self._writer.rename(old, change.table)
             moved = self._tables.pop(old)
             state.exists, state.aligned_to = True, moved.aligned_to
-        self._alter(change, state)
+        self._alter(change, state, point)
 
 
 _HANDLERS = {

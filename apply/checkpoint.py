@@ -46,7 +46,7 @@ class Checkpoint:
     batch: int
     offsets: Mapping[TopicPartition, int]
     watermarks: Mapping[TopicPartition, int]
-    tables: Mapping[str, int]
+    tables: Mapping[str, dict]
     decoder_state: bytes
 
 

@@ -8,7 +8,8 @@ Order: by commitTs, then arrival. Within one commitTs a key can see a delete
 and an upsert only when TiCDC split one UPDATE into DELETE(old) + INSERT(new)
 (TiDB emits one final mutation per key per transaction); the row exists after
 such a transaction, so at equal commitTs the upsert wins whatever partition
-each half arrived on.
+each half arrived on. For offset-ordered protocols the order is arrival only:
+a key's changes all come from one partition, in commit order.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def _mutations(rows: Iterable[RowChange], key_indexes: Sequence[int]):
         return tuple(values[i] for i in key_indexes)
 
     for seq, row in enumerate(rows):
-        if row.op is Op.INSERT:
+        if row.op is Op.INSERT or row.op is Op.UPSERT:
             yield (row.commit_ts, _UPSERT_AFTER, seq), key_of(row.after), NetChange(False, row.after)
         elif row.op is Op.DELETE:
             yield (row.commit_ts, _DELETE_FIRST, seq), key_of(row.before), NetChange(True, row.before)
@@ -50,12 +51,18 @@ def _mutations(rows: Iterable[RowChange], key_indexes: Sequence[int]):
             yield (row.commit_ts, _UPSERT_AFTER, seq), new_key, NetChange(False, row.after)
 
 
-def collapse(rows: Sequence[RowChange]) -> list[NetChange]:
-    """The net change per key of `rows`, which must share one schema."""
+def collapse(rows: Sequence[RowChange], *, by_commit_ts: bool = True) -> list[NetChange]:
+    """The net change per key of `rows`, which must share one handle key.
+
+    `by_commit_ts` False: `rows` are in their protocol's order already (arrival).
+    """
     if not rows:
         return []
     key_indexes = rows[0].schema.key_indexes()
+    mutations = _mutations(rows, key_indexes)
+    if by_commit_ts:
+        mutations = sorted(mutations, key=lambda m: m[0])
     final: dict[tuple, NetChange] = {}
-    for _, key, change in sorted(_mutations(rows, key_indexes), key=lambda m: m[0]):
+    for _, key, change in mutations:
         final[key] = change
     return list(final.values())

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from apply.collapse import NetChange
-from apply.evolution import plan
+from apply.evolution import EvolutionPlan, plan
 from apply.identifiers import quote
 from apply.locator import TableLocator
-from apply.progress import APP_ID, PendingBackfill, tagged_commit
+from apply.progress import APP_ID, AppliedPoint, PendingBackfill, tagged_commit
 from apply.views import temp_view
 from schema_cache.events import Column, TableName, TableSchema
 
@@ -138,9 +138,9 @@ class DeltaWriter:
         fields = self._spark.table(self._name(table)).schema.fields
         return [(f.name, f.dataType.simpleString()) for f in fields]
 
-    def create(self, table: TableName, schema: TableSchema, applied_ts: int | None, *, replace: bool) -> None:
+    def create(self, table: TableName, schema: TableSchema, point: AppliedPoint | None, *, replace: bool) -> None:
         self._locator.prepare(self._spark, table)
-        with tagged_commit(self._spark, applied_ts):
+        with tagged_commit(self._spark, point):
             self._spark.sql(create_table_sql(self._name(table), schema, replace=replace))
         log.info("%s %s (%d columns)", "replaced" if replace else "created", table, len(schema.columns))
 
@@ -148,24 +148,32 @@ class DeltaWriter:
         self,
         table: TableName,
         schema: TableSchema,
-        applied_ts: int | None,
+        point: AppliedPoint | None,
         *,
         statement: str = "",
-        prior_ts: int | None = None,
+        ddl: str | None = None,
+        prior: AppliedPoint | None = None,
         pending: PendingBackfill | None = None,
+        additive_only: bool = False,
     ) -> bool:
         """Make the table's structure that of `schema`; True if anything changed.
 
         Order: renames, drops, adds, type changes, then defaults written into
-        the rows that existed before. Only the last step carries `applied_ts`,
-        so a crash part-way leaves the table marked as before and the change
-        is redone; since a redo finds the new columns already there, the add
-        step records which defaults are still to be written (`pending`).
+        the rows that existed before. Only the last step carries `point`, so a
+        crash part-way leaves the table marked as before (`prior`) and the
+        change is redone; since a redo finds the new columns already there,
+        the add step records which defaults are still to be written for the
+        DDL identified by `ddl` (`pending`, read back on restart).
+
+        `additive_only`: only add and widen columns (structure seen in rows,
+        not announced by a DDL: never lose data on its account).
         """
         name = self._name(table)
         change = plan(self.columns(table), schema, statement)
+        if additive_only:
+            change = EvolutionPlan(adds=change.adds, widenings=change.widenings, backfill=change.backfill)
         backfill = list(change.backfill)
-        if pending is not None and applied_ts is not None and pending.ddl_ts == applied_ts:
+        if pending is not None and ddl is not None and pending.ddl == ddl:
             done = {c.name.lower() for c in backfill}
             wanted = {n.lower() for n in pending.columns} - done
             backfill += [c for c in schema.columns if c.name.lower() in wanted and c.default is not None]
@@ -184,7 +192,7 @@ class DeltaWriter:
             steps.append(_Step(self._sql(f"ALTER TABLE {name} DROP COLUMNS ({dropped})")))
         if change.adds:
             defaults = tuple(c.name for c in change.backfill)
-            marker = PendingBackfill(applied_ts, defaults) if defaults and applied_ts is not None else None
+            marker = PendingBackfill(ddl, defaults) if defaults and ddl is not None else None
             steps.append(_Step(self._sql(add_columns_sql(name, change.adds)), marker))
         steps += [
             _Step(self._sql(f"ALTER TABLE {name} ALTER COLUMN {quote(c)} TYPE {new}")) for c, new in change.widenings
@@ -196,10 +204,10 @@ class DeltaWriter:
 
         for i, step in enumerate(steps):
             if i == len(steps) - 1:
-                with tagged_commit(self._spark, applied_ts):
+                with tagged_commit(self._spark, point):
                     step.run()
             else:
-                with tagged_commit(self._spark, prior_ts if step.pending else None, pending=step.pending):
+                with tagged_commit(self._spark, prior if step.pending else None, pending=step.pending):
                     step.run()
         if steps:
             log.info(
@@ -240,15 +248,18 @@ class DeltaWriter:
                 f"WHEN MATCHED THEN UPDATE SET {assignments}"
             )
 
-    def merge(self, table: TableName, schema: TableSchema, changes: Sequence[NetChange], applied_ts: int) -> None:
+    def merge(self, table: TableName, schema: TableSchema, changes: Sequence[NetChange], point: AppliedPoint) -> None:
         rows = [(*change.values, change.deleted) for change in changes]
         source_schema = _source_schema(schema.columns, f"{_DELETED} BOOLEAN")
+        # Delta's idempotent writes need one growing number: the commitTs. Offset
+        # points (several partitions) rely on the applier's replay check alone.
+        txn = (APP_ID, point.ts) if point.ts is not None else None
         with temp_view(self._spark, rows, source_schema, _SOURCE_VIEW) as source:
-            with tagged_commit(self._spark, applied_ts, txn=(APP_ID, applied_ts)):
+            with tagged_commit(self._spark, point, txn=txn):
                 self._spark.sql(merge_sql(self._name(table), schema, source))
 
-    def truncate(self, table: TableName, applied_ts: int) -> None:
-        with tagged_commit(self._spark, applied_ts):
+    def truncate(self, table: TableName, point: AppliedPoint) -> None:
+        with tagged_commit(self._spark, point):
             self._spark.sql(f"DELETE FROM {self._name(table)}")
 
     def drop(self, table: TableName) -> None:

@@ -143,3 +143,38 @@ class WatermarkGate:
             if progress is not None and ts > progress.watermark:
                 progress.watermark = ts
                 progress.observations.insert(0, (-1, ts))
+
+
+class ArrivalGate:
+    """The gate for offset-ordered protocols (TiCDC Avro): everything is complete on arrival.
+
+    Such protocols send no watermarks; TiCDC writes each partition in commit
+    order and a table's rows go to one topic, so a key's changes are in order
+    within their partition. Events are released as they came.
+    """
+
+    def __init__(self, partitions: Mapping[str, Iterable[int]]) -> None:
+        self._buffer: list[Event] = []
+
+    def add(self, event: Event) -> None:
+        if not isinstance(event, Watermark):
+            self._buffer.append(event)
+
+    def release(self, holds: Mapping[TableName, int] | None = None) -> list[Event]:
+        released, self._buffer = self._buffer, []
+        return released
+
+    def watermarks(self) -> dict[str, int]:
+        return {}
+
+    def pending_offsets(self) -> dict[TopicPartition, int]:
+        return {}
+
+    def safe_watermarks(self, committed: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return {}
+
+    def restore(self, watermarks: Mapping[TopicPartition, int]) -> None:
+        pass
+
+    def __len__(self) -> int:
+        return len(self._buffer)

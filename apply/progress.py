@@ -1,13 +1,15 @@
 """How far each Delta table has been applied, recorded atomically with its data.
 
-Every commit the applier makes carries its applied commitTs in the commit's
-`userMetadata` (so the record can never disagree with the data it describes),
-and MERGE commits also carry Delta's idempotent-write pair (txnAppId,
-txnVersion = applied commitTs): a MERGE replayed after a crash, or one that
-would move a table backwards, is skipped by Delta itself.
+Every commit the applier makes carries its applied point in the commit's
+`userMetadata`, so the record can never disagree with the data it describes:
+a commitTs for commitTs-ordered protocols, or the next offset per partition
+for offset-ordered ones (TiCDC Avro). commitTs-ordered MERGE commits also
+carry Delta's idempotent-write pair (txnAppId, txnVersion = commitTs): a
+MERGE replayed after a crash, or one that would move a table backwards, is
+skipped by Delta itself.
 
-On first touch of a table, its applied commitTs is read back from
-`DESCRIBE HISTORY`; events at or below it are already in the table.
+On first touch of a table, its applied point is read back from
+`DESCRIBE HISTORY`; events it covers are already in the table.
 
 A DDL that adds columns with defaults takes two commits (add, then write the
 default into existing rows); the first records the pending backfill, so a
@@ -20,7 +22,7 @@ import json
 import logging
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from pyspark.errors import AnalysisException
 
@@ -49,31 +51,52 @@ def is_missing_table(err: AnalysisException) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class PendingBackfill:
-    """Columns a DDL added whose default is not yet written into older rows."""
+class AppliedPoint:
+    """Everything up to here is in the table: a commitTs, or next offsets per partition."""
 
-    ddl_ts: int
+    ts: int | None = None
+    offsets: tuple[tuple[str, int], ...] = ()  # ("topic/partition", next offset), sorted
+
+    @staticmethod
+    def at_offsets(offsets: Mapping[str, int]) -> AppliedPoint:
+        return AppliedPoint(offsets=tuple(sorted(offsets.items())))
+
+    def offset_map(self) -> dict[str, int]:
+        return dict(self.offsets)
+
+    def to_json(self) -> dict:
+        return {"appliedTs": self.ts} if not self.offsets else {"appliedOffsets": self.offset_map()}
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBackfill:
+    """Columns a DDL added whose default is not yet written into older rows.
+
+    `ddl` identifies the DDL (see `apply.applier`), so only its redo finishes it.
+    """
+
+    ddl: str
     columns: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class TableProgress:
     exists: bool
-    applied_ts: int | None = None
+    point: AppliedPoint | None = None
     pending: PendingBackfill | None = None
 
 
 @contextmanager
 def tagged_commit(
     spark,
-    applied_ts: int | None,
+    point: AppliedPoint | None,
     *,
     txn: tuple[str, int] | None = None,
     pending: PendingBackfill | None = None,
 ) -> Iterator[None]:
-    """Run the enclosed write with the applied commitTs recorded on its commit.
+    """Run the enclosed write with the applied point recorded on its commit.
 
-    `applied_ts` None (and no `pending`) leaves the commit unmarked: schema
+    `point` None (and no `pending`) leaves the commit unmarked: schema
     alignment that does not itself apply anything. `txn` (application id,
     version) makes the write idempotent: Delta skips it if that application
     already committed this or a higher version to the table. The settings are
@@ -81,10 +104,10 @@ def tagged_commit(
     one session.
     """
     settings = {}
-    if applied_ts is not None or pending is not None:
-        marker: dict = {"appliedTs": applied_ts}
+    if point is not None or pending is not None:
+        marker: dict = point.to_json() if point is not None else {"appliedTs": None}
         if pending is not None:
-            marker["pendingBackfill"] = {"ddlTs": pending.ddl_ts, "columns": list(pending.columns)}
+            marker["pendingBackfill"] = {"ddl": pending.ddl, "columns": list(pending.columns)}
         settings[_USER_METADATA] = json.dumps({_MARKER: marker})
     if txn is not None:
         settings[_TXN_APP_ID] = txn[0]
@@ -109,12 +132,17 @@ def _marker_of(user_metadata: str | None) -> dict | None:
 
 
 def _progress_of(marker: dict) -> TableProgress:
-    applied = marker.get("appliedTs")
+    if "appliedOffsets" in marker:
+        point = AppliedPoint.at_offsets({k: int(v) for k, v in marker["appliedOffsets"].items()})
+    elif marker.get("appliedTs") is not None:
+        point = AppliedPoint(ts=int(marker["appliedTs"]))
+    else:
+        point = None
     pending = marker.get("pendingBackfill")
     return TableProgress(
         exists=True,
-        applied_ts=None if applied is None else int(applied),
-        pending=None if pending is None else PendingBackfill(int(pending["ddlTs"]), tuple(pending["columns"])),
+        point=point,
+        pending=None if pending is None else PendingBackfill(str(pending["ddl"]), tuple(pending["columns"])),
     )
 
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from apply.applier import Applier
 from apply.checkpoint import Checkpoint, CheckpointStore
 from apply.dead_letters import DeadLetterTable
-from apply.gate import WatermarkGate
+from apply.gate import ArrivalGate, WatermarkGate
 from apply.locator import CatalogLocator, PathLocator, TableLocator
 from jobs.config import Config
 from jobs.kafka_source import KafkaSource
 from schema_cache.decoder import Decoder, DecoderOptions, create_decoder
-from schema_cache.events import TableName
+from schema_cache.events import Ordering, TableName
 from schema_cache.exceptions import DecodeError
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class RunResult:
     replays_skipped: int = 0
     dead_letters: int = 0
     waiting: int = 0
-    tables: dict[str, int] = field(default_factory=dict)
+    tables: dict[str, dict] = field(default_factory=dict)
 
 
 class Pipeline:
@@ -55,12 +55,12 @@ class Pipeline:
             config.protocol.name,
             DecoderOptions(config.protocol.encoding, config.protocol.schema_wait_seconds, config.types),
         )
-        self._applier = Applier(spark, locator)
+        self._applier = Applier(spark, locator, self._decoder.ordering)
         self._checkpoints = CheckpointStore(spark, locator)
         self._dead_letters = DeadLetterTable(spark, locator, self._consumer_id)
         self._source = KafkaSource(config.kafka)
         self._stop = stop or threading.Event()
-        self._gate: WatermarkGate | None = None
+        self._gate: WatermarkGate | ArrivalGate | None = None
         self._batch = 0
         self._saved: tuple | None = None
 
@@ -79,7 +79,8 @@ class Pipeline:
             self._decoder.restore(checkpoint.decoder_state)
             self._batch = checkpoint.batch
         partitions = self._source.open(checkpoint.offsets if checkpoint else None)
-        self._gate = WatermarkGate(partitions)
+        gate = WatermarkGate if self._decoder.ordering is Ordering.COMMIT_TS else ArrivalGate
+        self._gate = gate(partitions)
         if checkpoint is not None:
             self._gate.restore(checkpoint.watermarks)
 
@@ -101,7 +102,7 @@ class Pipeline:
                 )
                 break
         result.waiting = len(self._gate) + len(self._decoder.parked())
-        result.tables = {str(t): ts for t, ts in self._applier.applied_ts().items()}
+        result.tables = {str(t): point for t, point in self._applier.applied().items()}
         if result.waiting:
             log.info(
                 "%d events wait for a later watermark or their schema; they stay uncommitted for the next run",
@@ -151,7 +152,7 @@ class Pipeline:
                     batch=self._batch,
                     offsets=offsets,
                     watermarks=watermarks,
-                    tables={str(t): ts for t, ts in self._applier.applied_ts().items()},
+                    tables={str(t): point for t, point in self._applier.applied().items()},
                     decoder_state=self._decoder.state(),
                 )
             )

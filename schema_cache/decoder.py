@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from schema_cache.events import Event, RawMessage
+from schema_cache.events import Event, Ordering, RawMessage
 from schema_cache.exceptions import ConfigError, DecodeError
 from schema_cache.parking import ParkedMessage
 from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
@@ -19,6 +19,8 @@ class Decoder(Protocol):
     message it parks until its schema is known, and may return events of
     earlier parked messages when their schema arrives.
     """
+
+    ordering: Ordering
 
     def decode(self, message: RawMessage) -> list[Event]: ...
 

@@ -99,11 +99,30 @@ class Op(enum.Enum):
     INSERT = "INSERT"
     UPDATE = "UPDATE"
     DELETE = "DELETE"
+    # The new row image of an insert or an update, when the protocol does not
+    # say which and sends no old image (TiCDC Avro).
+    UPSERT = "UPSERT"
+
+
+class Ordering(enum.Enum):
+    """How a protocol's events are put in order.
+
+    COMMIT_TS: by commitTs, complete once every partition's watermark passed
+    it (Simple, Debezium, Canal-JSON, Open Protocol). OFFSET: by partition
+    offset, complete on arrival (TiCDC Avro: no watermarks, one topic per
+    table, each partition written in commit order).
+    """
+
+    COMMIT_TS = "commit_ts"
+    OFFSET = "offset"
 
 
 @dataclass(frozen=True, slots=True)
 class RowChange:
-    """One row mutation. `before`/`after` hold values in `schema.columns` order."""
+    """One row mutation. `before`/`after` hold values in `schema.columns` order.
+
+    `commit_ts` is 0 where the protocol carries none (Avro tombstones).
+    """
 
     table: TableName
     commit_ts: int

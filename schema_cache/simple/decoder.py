@@ -17,6 +17,7 @@ from schema_cache.checks import require_handle_key
 from schema_cache.events import (
     Event,
     Op,
+    Ordering,
     RawMessage,
     RowChange,
     SchemaChange,
@@ -58,6 +59,8 @@ ENCODINGS = ("json", "avro")
 
 class SimpleDecoder:
     """Decodes Simple protocol messages (JSON or Avro encoding) into events."""
+
+    ordering = Ordering.COMMIT_TS
 
     def __init__(
         self,

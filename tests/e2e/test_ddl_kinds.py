@@ -10,7 +10,7 @@ import pytest
 from apply.applier import Applier
 from apply.delta_writer import DeltaWriter, add_columns_sql
 from apply.locator import CatalogLocator, PathLocator
-from apply.progress import PendingBackfill, TableProgress, read_progress, tagged_commit
+from apply.progress import AppliedPoint, PendingBackfill, TableProgress, read_progress, tagged_commit
 from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
 
 pytestmark = pytest.mark.spark
@@ -58,7 +58,7 @@ def test_add_column_with_default_fills_existing_rows(spark, table):
     wider = schema(*BASE, Column("stock", "INT", default=7), Column("note", "STRING"))
     applier.apply([ddl(20, SchemaChangeKind.ALTER, wider), insert(21, wider, 3, "c", 1, 0, "n")], {"topic": 21})
     assert rows(spark, locator) == [(1, "a", 5, 7, None), (2, "b", 6, 7, None), (3, "c", 1, 0, "n")]
-    assert read_progress(spark, locator.sql_name(T)) == TableProgress(True, 21)
+    assert read_progress(spark, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=21))
 
 
 def test_default_backfill_interrupted_by_a_crash_is_finished_on_redo(spark, table):
@@ -67,14 +67,14 @@ def test_default_backfill_interrupted_by_a_crash_is_finished_on_redo(spark, tabl
     # Expect: a new applier redoing the DDL writes the default, then marks 20.
     locator, _ = table
     wider = schema(*BASE, Column("stock", "INT", default=7))
-    with tagged_commit(spark, 11, pending=PendingBackfill(20, ("stock",))):
+    with tagged_commit(spark, AppliedPoint(ts=11), pending=PendingBackfill("ts:20", ("stock",))):
         spark.sql(add_columns_sql(locator.sql_name(T), [(wider.columns[-1], "qty")]))
-    assert read_progress(spark, locator.sql_name(T)) == TableProgress(True, 11, PendingBackfill(20, ("stock",)))
+    assert read_progress(spark, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=11), PendingBackfill("ts:20", ("stock",)))
 
     Applier(spark, locator).apply([ddl(20, SchemaChangeKind.ALTER, wider)], {"topic": 20})
 
     assert rows(spark, locator) == [(1, "a", 5, 7), (2, "b", 6, 7)]
-    assert read_progress(spark, locator.sql_name(T)) == TableProgress(True, 20)
+    assert read_progress(spark, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=20))
 
 
 def test_drop_column(spark, table):
@@ -126,7 +126,7 @@ def test_other_type_changes_rewrite_the_table_atomically(spark, tmp_path, old, n
     applier.apply([ddl(20, SchemaChangeKind.ALTER, after, "ALTER TABLE items MODIFY COLUMN qty ...")], {"topic": 20})
     assert rows(spark, locator) == [(1, expected)]
     assert operations(spark, locator)[-1] == "CREATE OR REPLACE TABLE AS SELECT"
-    assert read_progress(spark, locator.sql_name(T)) == TableProgress(True, 20)
+    assert read_progress(spark, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=20))
 
 
 def test_rename_table_moves_the_data(spark, table):

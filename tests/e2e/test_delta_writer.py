@@ -8,7 +8,7 @@ from apply.applier import Applier
 from apply.collapse import NetChange
 from apply.delta_writer import DeltaWriter
 from apply.locator import CatalogLocator, PathLocator
-from apply.progress import TableProgress, read_progress
+from apply.progress import AppliedPoint, TableProgress, read_progress
 from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
 
 pytestmark = pytest.mark.spark
@@ -28,17 +28,17 @@ def test_merge_is_idempotent_per_applied_ts_and_never_moves_back(spark, tmp_path
     writer = DeltaWriter(spark, locator)
     name = locator.sql_name(T)
     writer.create(T, SCHEMA, None, replace=False)
-    writer.merge(T, SCHEMA, [NetChange(False, (1, "a"))], 100)
+    writer.merge(T, SCHEMA, [NetChange(False, (1, "a"))], AppliedPoint(ts=100))
     after_first = versions(spark, name)
 
-    writer.merge(T, SCHEMA, [NetChange(False, (1, "a"))], 100)
-    writer.merge(T, SCHEMA, [NetChange(False, (1, "stale"))], 90)
+    writer.merge(T, SCHEMA, [NetChange(False, (1, "a"))], AppliedPoint(ts=100))
+    writer.merge(T, SCHEMA, [NetChange(False, (1, "stale"))], AppliedPoint(ts=90))
     assert versions(spark, name) == after_first
     assert [tuple(r) for r in spark.table(name).collect()] == [(1, "a")]
 
-    writer.merge(T, SCHEMA, [NetChange(True, (1, "a")), NetChange(False, (2, "b"))], 110)
+    writer.merge(T, SCHEMA, [NetChange(True, (1, "a")), NetChange(False, (2, "b"))], AppliedPoint(ts=110))
     assert [tuple(r) for r in spark.table(name).collect()] == [(2, "b")]
-    assert read_progress(spark, name) == TableProgress(True, 110)
+    assert read_progress(spark, name) == TableProgress(True, AppliedPoint(ts=110))
 
 
 def test_applied_marker_of_a_missing_table(spark, tmp_path):
@@ -90,4 +90,4 @@ def test_truncate_keeps_the_table_and_its_history(spark, tmp_path):
     assert [tuple(r) for r in spark.table(name).collect()] == [(2, "y")]
     operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {name}").collect()]
     assert operations == ["MERGE", "DELETE", "MERGE", "CREATE TABLE"]
-    assert read_progress(spark, name) == TableProgress(True, 13)
+    assert read_progress(spark, name) == TableProgress(True, AppliedPoint(ts=13))

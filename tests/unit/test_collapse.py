@@ -97,3 +97,15 @@ def test_composite_keys():
 
 def test_empty_batch():
     assert collapse([]) == []
+
+
+def test_arrival_order_for_offset_ordered_protocols():
+    # Avro: no commitTs on tombstones (0), a key's changes in offset order.
+    rows = [
+        change(0, Op.UPSERT, after=(1, "a")),
+        change(0, Op.DELETE, before=(1, None)),
+        change(0, Op.UPSERT, after=(2, "b")),
+        change(0, Op.UPSERT, after=(2, "c")),
+    ]
+    by_key = {c.values[0]: c for c in collapse(rows, by_commit_ts=False)}
+    assert by_key == {1: NetChange(True, (1, None)), 2: NetChange(False, (2, "c"))}
