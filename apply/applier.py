@@ -154,7 +154,9 @@ class Applier:
             # Deletes of a table this job never created: nothing to delete.
             log.info("%s: %d deletes for a table that does not exist; nothing to do", table, len(rows))
             return
-        self._grow_structure(table, state, rows[-1].schema)
+        if any(r.after is not None for r in rows):
+            # Deletes never add columns; their schema may be a key-only one.
+            self._grow_structure(table, state, rows[-1].schema)
         changes = collapse(rows, by_commit_ts=self._ordering is Ordering.COMMIT_TS)
         schema, changes = self._project(state, table, rows[-1].schema, changes)
         point = self._point_after(state, rows, through_ts)

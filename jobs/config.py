@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+from urllib.parse import urlparse
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from schema_cache.decoder import DECODERS
 from schema_cache.exceptions import ConfigError
+from schema_cache.ticdc_avro.registry import RegistryOptions
+from schema_cache.ticdc_avro.table_schema import AvroOptions
 from schema_cache.types import TypeOptions
 
 RUN_MODES = ("until-idle", "continuous")
+AVRO_DECIMAL_MODES = ("precise", "string")
+AVRO_BIGINT_UNSIGNED_MODES = ("long", "string")
 BAD_MESSAGE_POLICIES = ("fail", "dead-letter")
 START_POSITIONS = ("earliest", "latest")
 ENCODINGS = ("json", "avro")
@@ -73,15 +79,46 @@ class KafkaConfig:
 @dataclass(frozen=True)
 class ProtocolConfig:
     name: str = "simple"
+    # simple: json or avro (Simple's own Avro schema)
     encoding: str = "json"
-    # How long a row change may wait for its schema (BOOTSTRAP/DDL) before it
-    # is bad input.
+    # simple: how long a row change may wait for its schema (BOOTSTRAP/DDL)
+    # before it is bad input.
     schema_wait_seconds: float = 600.0
+    # avro: as the changefeed's sink-uri options say
+    avro_decimal_handling_mode: str = "precise"
+    avro_bigint_unsigned_handling_mode: str = "long"
+    enable_tidb_extension: bool = False
+    # avro: also write _tidb_op / _tidb_commit_ts / ... as columns
+    keep_extension_columns: bool = False
+    # avro: the TiCDC server's time zone (its TIMESTAMP strings carry none)
+    timestamp_zone: str = "UTC"
 
     def __post_init__(self) -> None:
         _require_choice("protocol.name", self.name, tuple(sorted(DECODERS)))
         _require_choice("protocol.encoding", self.encoding, ENCODINGS)
         _require_positive("protocol.schema_wait_seconds", self.schema_wait_seconds)
+        _require_choice("protocol.avro_decimal_handling_mode", self.avro_decimal_handling_mode, AVRO_DECIMAL_MODES)
+        _require_choice(
+            "protocol.avro_bigint_unsigned_handling_mode",
+            self.avro_bigint_unsigned_handling_mode,
+            AVRO_BIGINT_UNSIGNED_MODES,
+        )
+        for key in ("enable_tidb_extension", "keep_extension_columns"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"protocol.{key}: must be true or false, got {getattr(self, key)!r}")
+        try:
+            ZoneInfo(self.timestamp_zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(f"protocol.timestamp_zone: unknown time zone {self.timestamp_zone!r}") from None
+
+    def avro_options(self) -> AvroOptions:
+        return AvroOptions(
+            decimal_handling_mode=self.avro_decimal_handling_mode,
+            bigint_unsigned_handling_mode=self.avro_bigint_unsigned_handling_mode,
+            enable_tidb_extension=self.enable_tidb_extension,
+            keep_extension_columns=self.keep_extension_columns,
+            timestamp_zone=self.timestamp_zone,
+        )
 
 
 @dataclass(frozen=True)
@@ -140,6 +177,12 @@ class Config:
     spark: SparkConfig = SparkConfig()
     # How TiDB types without one obvious Spark type land (schema_cache.types).
     types: TypeOptions = TypeOptions()
+    # Confluent Schema Registry (protocol avro).
+    registry: RegistryOptions = RegistryOptions()
+
+    def __post_init__(self) -> None:
+        if self.protocol.name == "avro" and not self.registry.url:
+            raise ConfigError("registry.url: required for protocol 'avro'")
 
     def describe(self) -> dict[str, Any]:
         """The effective configuration with secrets redacted, for the start-up log."""
@@ -148,7 +191,19 @@ class Config:
         described["spark"]["conf"] = {
             k: ("***" if any(m in k.lower() for m in _SECRET_MARKERS) else v) for k, v in self.spark.conf.items()
         }
+        registry = described["registry"]
+        registry["url"] = _redact_url(registry["url"])
+        for key in ("basic_auth_user_info", "ssl_key_password"):
+            registry[key] = "***" if registry[key] else ""
         return described
+
+
+def _redact_url(url: str) -> str:
+    parsed = urlparse(url)
+    if parsed.password is None:
+        return url
+    host = parsed.netloc.rsplit("@", 1)[1]
+    return parsed._replace(netloc=f"{parsed.username}:***@{host}").geturl()
 
 
 _SECTIONS = {
@@ -159,6 +214,7 @@ _SECTIONS = {
     "policy": PolicyConfig,
     "spark": SparkConfig,
     "types": TypeOptions,
+    "registry": RegistryOptions,
 }
 _REQUIRED_SECTIONS = ("kafka", "target")
 

@@ -53,7 +53,13 @@ class Pipeline:
         locator = locator_for(config)
         self._decoder: Decoder = create_decoder(
             config.protocol.name,
-            DecoderOptions(config.protocol.encoding, config.protocol.schema_wait_seconds, config.types),
+            DecoderOptions(
+                encoding=config.protocol.encoding,
+                schema_wait_seconds=config.protocol.schema_wait_seconds,
+                types=config.types,
+                avro=config.protocol.avro_options(),
+                registry=config.registry,
+            ),
         )
         self._applier = Applier(spark, locator, self._decoder.ordering)
         self._checkpoints = CheckpointStore(spark, locator)

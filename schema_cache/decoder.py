@@ -8,6 +8,8 @@ from typing import Callable, Protocol
 from schema_cache.events import Event, Ordering, RawMessage
 from schema_cache.exceptions import ConfigError, DecodeError
 from schema_cache.parking import ParkedMessage
+from schema_cache.ticdc_avro.registry import RegistryOptions
+from schema_cache.ticdc_avro.table_schema import AvroOptions
 from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 
@@ -44,6 +46,8 @@ class DecoderOptions:
     encoding: str = "json"
     schema_wait_seconds: float = 600.0
     types: TypeOptions = DEFAULT_OPTIONS
+    avro: AvroOptions = AvroOptions()
+    registry: RegistryOptions = RegistryOptions()
 
 
 def _simple(options: DecoderOptions) -> Decoder:
@@ -59,7 +63,14 @@ def _simple(options: DecoderOptions) -> Decoder:
     )
 
 
-DECODERS: dict[str, Callable[[DecoderOptions], Decoder]] = {"simple": _simple}
+def _ticdc_avro(options: DecoderOptions) -> Decoder:
+    from schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
+    from schema_cache.ticdc_avro.registry import SchemaRegistry
+
+    return TiCDCAvroDecoder(SchemaRegistry(options.registry), options.avro, options.types)
+
+
+DECODERS: dict[str, Callable[[DecoderOptions], Decoder]] = {"simple": _simple, "avro": _ticdc_avro}
 
 
 def create_decoder(protocol: str, options: DecoderOptions = DecoderOptions()) -> Decoder:

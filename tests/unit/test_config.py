@@ -43,6 +43,20 @@ mode = "continuous"
     assert "hunter2" not in repr(described)
 
 
+def test_registry_secrets_are_redacted():
+    loaded = config.from_mapping(
+        {
+            **MINIMAL,
+            "protocol": {"name": "avro"},
+            "registry": {"url": "https://user%40corp:s%3Acret@registry:8081", "ssl_key_password": "pw"},
+        }
+    )
+    described = loaded.describe()["registry"]
+    assert described["url"] == "https://user%40corp:***@registry:8081"
+    assert described["ssl_key_password"] == "***"
+    assert "s%3Acret" not in repr(loaded.describe())
+
+
 def test_comma_separated_topics_from_the_command_line():
     loaded = config.load(None, {**MINIMAL, "kafka": {"topics": "a,b"}})
     assert loaded.kafka.topics == ("a", "b")
@@ -53,7 +67,7 @@ def test_comma_separated_topics_from_the_command_line():
     [
         ({**MINIMAL, "run": {"mode": "sometimes"}}, r"run.mode: 'sometimes' is not allowed; allowed: until-idle, continuous"),
         ({**MINIMAL, "policy": {"on_bad_message": "ignore"}}, r"policy.on_bad_message: 'ignore' is not allowed; allowed: fail, dead-letter"),
-        ({**MINIMAL, "protocol": {"name": "canal"}}, r"protocol.name: 'canal' is not allowed; allowed: simple"),
+        ({**MINIMAL, "protocol": {"name": "canal"}}, r"protocol.name: 'canal' is not allowed; allowed: avro, simple"),
         ({**MINIMAL, "protocol": {"encoding": "xml"}}, r"protocol.encoding: 'xml' is not allowed; allowed: json, avro"),
         ({**MINIMAL, "types": {"json": "bson"}}, r"types.json: 'bson' is not allowed; allowed: string, variant"),
         ({**MINIMAL, "types": {"jsn": "variant"}}, r"types.jsn: unknown key; allowed: bigint_unsigned, wide_decimal"),
@@ -64,8 +78,16 @@ def test_comma_separated_topics_from_the_command_line():
         ({**MINIMAL, "target": {"path": "/a", "catalog": "main"}}, r"target: set exactly one of target.path"),
         ({**MINIMAL, "target": {}}, r"target: set exactly one of target.path"),
         ({**MINIMAL, "run": {"batch_max_seconds": 0}}, r"run.batch_max_seconds: must be a positive number, got 0"),
-        ({**MINIMAL, "extra": {}}, r"extra: unknown section; allowed: kafka, target, protocol, run, policy, spark, types"),
+        ({**MINIMAL, "extra": {}}, r"extra: unknown section; allowed: kafka, target, protocol, run, policy, spark, types, registry"),
         ({"target": {"path": "/a"}}, r"kafka: section is required"),
+        ({**MINIMAL, "protocol": {"name": "avro"}}, r"registry.url: required for protocol 'avro'"),
+        ({**MINIMAL, "protocol": {"name": "avro", "avro_decimal_handling_mode": "exact"}, "registry": {"url": "http://r"}},
+         r"protocol.avro_decimal_handling_mode: 'exact' is not allowed; allowed: precise, string"),
+        ({**MINIMAL, "protocol": {"avro_bigint_unsigned_handling_mode": "int"}},
+         r"protocol.avro_bigint_unsigned_handling_mode: 'int' is not allowed; allowed: long, string"),
+        ({**MINIMAL, "protocol": {"enable_tidb_extension": "yes"}}, r"protocol.enable_tidb_extension: must be true or false"),
+        ({**MINIMAL, "protocol": {"timestamp_zone": "Mars/Base"}}, r"protocol.timestamp_zone: unknown time zone 'Mars/Base'"),
+        ({**MINIMAL, "registry": {"url": "ftp://r"}}, r"registry.url: 'ftp://r' must be an http:// or https:// URL"),
     ],
 )
 def test_bad_config_names_key_and_allowed_values(values, message):

@@ -1,0 +1,1 @@
+"""TiCDC's `avro` protocol: Confluent wire format with schemas in a Schema Registry."""

@@ -1,0 +1,126 @@
+"""Schemas by id from a Confluent Schema Registry, through confluent-kafka's client.
+
+Cached by id (a registered schema never changes). Transient failures (server
+errors, timeouts, refused connections) are retried with jittered backoff
+until `max_wait_seconds`, then the job stops with RegistryUnavailableError:
+nothing is skipped, so nothing is lost. An id the registry does not know is
+the message's fault: SchemaIdNotFoundError, which the decoder reports as a
+DecodeError naming the message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import urlparse
+
+from confluent_kafka.schema_registry import SchemaRegistryClient, SchemaRegistryError
+
+from schema_cache.exceptions import ConfigError, MaterializerError
+
+log = logging.getLogger(__name__)
+
+_RETRIABLE_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+class RegistryUnavailableError(MaterializerError):
+    """The schema registry could not be reached or kept failing for too long."""
+
+
+class RegistryError(MaterializerError):
+    """The registry refused the request (authentication, permissions, bad request)."""
+
+
+class SchemaIdNotFoundError(MaterializerError):
+    """The registry does not know the schema id a message names."""
+
+
+@dataclass(frozen=True)
+class RegistryOptions:
+    """Config section [registry]. `url` may carry URL-encoded user:password (as in TiCDC's docs)."""
+
+    url: str = ""
+    basic_auth_user_info: str = ""
+    ssl_ca_location: str = ""
+    ssl_certificate_location: str = ""
+    ssl_key_location: str = ""
+    ssl_key_password: str = ""
+    request_timeout_seconds: float = 10.0
+    max_wait_seconds: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.url and urlparse(self.url).scheme not in ("http", "https"):
+            raise ConfigError(f"registry.url: {self.url!r} must be an http:// or https:// URL")
+        for key in ("request_timeout_seconds", "max_wait_seconds"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"registry.{key}: must be a positive number, got {getattr(self, key)!r}")
+
+    def client_config(self) -> dict:
+        conf = {"url": self.url, "timeout": self.request_timeout_seconds, "max.retries": 1}
+        optional = {
+            "basic.auth.user.info": self.basic_auth_user_info,
+            "ssl.ca.location": self.ssl_ca_location,
+            "ssl.certificate.location": self.ssl_certificate_location,
+            "ssl.key.location": self.ssl_key_location,
+            "ssl.key.password": self.ssl_key_password,
+        }
+        conf.update({k: v for k, v in optional.items() if v})
+        return conf
+
+
+class SchemaRegistry:
+    def __init__(
+        self,
+        options: RegistryOptions,
+        *,
+        client: SchemaRegistryClient | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not options.url:
+            raise ConfigError("registry.url: required for protocol 'avro'")
+        self._options = options
+        self._client = client or SchemaRegistryClient(options.client_config())
+        self._sleep = sleep
+        self._clock = clock
+        self._schemas: dict[int, dict] = {}
+        self._lock = threading.Lock()
+
+    def schema(self, schema_id: int) -> dict:
+        """The Avro schema registered under `schema_id`, as parsed JSON."""
+        with self._lock:
+            cached = self._schemas.get(schema_id)
+            if cached is None:
+                cached = self._schemas[schema_id] = json.loads(self._fetch(schema_id))
+            return cached
+
+    def _fetch(self, schema_id: int) -> str:
+        deadline = self._clock() + self._options.max_wait_seconds
+        attempt = 0
+        while True:
+            try:
+                return self._client.get_schema(schema_id).schema_str
+            except SchemaRegistryError as err:
+                if err.http_status_code == 404:
+                    raise SchemaIdNotFoundError(f"schema id {schema_id} is not in the registry: {err}") from err
+                if err.http_status_code not in _RETRIABLE_STATUS:
+                    raise RegistryError(f"the schema registry refused schema id {schema_id}: {err}") from err
+                failure = err
+            except Exception as err:  # noqa: BLE001 - the client's transport errors (refused, timeout, TLS)
+                failure = err
+            attempt += 1
+            if self._clock() >= deadline:
+                raise RegistryUnavailableError(
+                    f"schema registry unavailable for {self._options.max_wait_seconds:g}s "
+                    f"fetching schema id {schema_id}: {failure}"
+                ) from failure
+            # Full jitter: spreads retries of many consumers; capped at 30 s.
+            delay = min(30.0, 0.5 * 2 ** min(attempt, 6)) * random.random()
+            delay = min(delay, max(0.0, deadline - self._clock()))
+            log.warning("schema registry: %s; retrying schema id %d in %.1fs", failure, schema_id, delay)
+            self._sleep(delay)
