@@ -127,7 +127,10 @@ class Applier:
             offsets = state.point.offset_map() if state.point is not None else {}
             for event in events:
                 key = _partition_key(event)
-                offsets[key] = max(offsets.get(key, 0), event.position.offset + 1)
+                # A schema change comes before the row of the same message (a new
+                # schema id): the point reaches that message, the row moves past it.
+                end = event.position.offset + (1 if isinstance(event, RowChange) else 0)
+                offsets[key] = max(offsets.get(key, 0), end)
             return AppliedPoint.at_offsets(offsets)
         return AppliedPoint(ts=through_ts)
 

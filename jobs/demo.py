@@ -21,7 +21,7 @@ from jobs.paths import cache_dir
 from jobs.pipeline import Pipeline, RunResult
 from jobs.produce import ensure_topic, produce
 from jobs.session import get_spark
-from schema_cache.simple.changefeed import SimpleChangefeed
+from schema_cache.changefeed import Changefeed
 from schema_cache.simple.writer import column
 
 log = logging.getLogger(__name__)
@@ -31,12 +31,13 @@ PARTITIONS = 3
 STATUSES = ["new", "paid", "shipped", "cancelled"]
 
 
-def demo_changefeed(
-    seed: int = 7, changes: int = 400, encoding: str = "json", location: str = "UTC"
-) -> SimpleChangefeed:
-    """A deterministic sample stream of about `changes` row changes."""
+def demo_changefeed(seed: int = 7, changes: int = 400, **feed_options) -> Changefeed:
+    """A deterministic sample stream of about `changes` row changes.
+
+    `feed_options` go to Changefeed (encoding, location, avro_writer, topic_prefix).
+    """
     rng = random.Random(seed)
-    feed = SimpleChangefeed(PARTITIONS, encoding=encoding, location=location)
+    feed = Changefeed(PARTITIONS, **feed_options)
     feed.create_table(
         "shop",
         "customers",
@@ -150,7 +151,7 @@ def run_demo(workdir: Path | None = None) -> RunResult:
     return result
 
 
-def _show_tables(spark, config, feed: SimpleChangefeed) -> None:
+def _show_tables(spark, config, feed: Changefeed) -> None:
     from apply.locator import PathLocator
     from schema_cache.events import TableName
 

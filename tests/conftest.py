@@ -43,3 +43,14 @@ def spark(tmp_path_factory):
 def unique():
     """A short unique suffix for topic and consumer-group names."""
     return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def registry():
+    """The Schema Registry stand-in (tests/registry_server.py), shared by the session."""
+    from tests.registry_server import FakeSchemaRegistry
+
+    server = FakeSchemaRegistry()
+    server.start()
+    yield server
+    server.stop()

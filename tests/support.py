@@ -11,17 +11,25 @@ from jobs import config as config_module
 from jobs.pipeline import Pipeline, RunResult
 from jobs.produce import ensure_topic, produce
 from schema_cache.events import TableName
-from schema_cache.simple.changefeed import Message, SimpleChangefeed
+from schema_cache.changefeed import Changefeed, Message
 
 
 def publish(kafka, topic: str, messages: Iterable[Message], partitions: int = 3) -> int:
-    ensure_topic(kafka.bootstrap_servers, topic, partitions)
-    return produce(kafka.bootstrap_servers, topic, ((m.partition, None, m.value) for m in messages))
+    """Send messages in order; those naming their own topic (avro protocol) go there."""
+    by_topic: dict[str, list[Message]] = {}
+    for message in messages:
+        by_topic.setdefault(message.topic or topic, []).append(message)
+    sent = 0
+    for name, batch in by_topic.items():
+        ensure_topic(kafka.bootstrap_servers, name, partitions)
+        sent += produce(kafka.bootstrap_servers, name, ((m.partition, m.key, m.value) for m in batch))
+    return sent
 
 
-def job_config(kafka, topic: str, target: str, group: str, **sections):
+def job_config(kafka, topic: str | list[str], target: str, group: str, **sections):
+    topics = [topic] if isinstance(topic, str) else list(topic)
     values = {
-        "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topics": [topic], "group_id": group},
+        "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topics": topics, "group_id": group},
         "target": {"path": target},
         "run": {"mode": "until-idle", "batch_max_seconds": 2.0, "idle_timeout_seconds": 15.0},
     }
@@ -30,7 +38,7 @@ def job_config(kafka, topic: str, target: str, group: str, **sections):
     return config_module.from_mapping(values)
 
 
-def run_job(spark, kafka, topic: str, target: str, group: str, **sections) -> RunResult:
+def run_job(spark, kafka, topic: str | list[str], target: str, group: str, **sections) -> RunResult:
     return Pipeline(job_config(kafka, topic, target, group, **sections), spark).run()
 
 
@@ -38,7 +46,7 @@ def table_frame(spark, target: str, database: str, table: str):
     return spark.table(PathLocator(target).sql_name(TableName(database, table)))
 
 
-def assert_table(spark, target: str, feed: SimpleChangefeed, database: str, table: str, ddl: str, rows=None):
+def assert_table(spark, target: str, feed: Changefeed, database: str, table: str, ddl: str, rows=None):
     """The Delta table equals the upstream model (or `rows`), with the Spark types `ddl` names."""
     actual = table_frame(spark, target, database, table)
     expected_rows = feed.expected_rows(database, table) if rows is None else rows

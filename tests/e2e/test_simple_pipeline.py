@@ -9,7 +9,7 @@ import pytest
 
 from jobs.demo import demo_changefeed
 from schema_cache.exceptions import DecodeError
-from schema_cache.simple.changefeed import SimpleChangefeed
+from schema_cache.changefeed import Changefeed
 from schema_cache.simple.writer import column
 from tests.support import assert_table, publish, run_job, table_frame, table_version
 
@@ -19,8 +19,8 @@ ITEMS_DDL = "id INT, name STRING, price DECIMAL(10,2), updated TIMESTAMP"
 UTC = dt.timezone.utc
 
 
-def items_feed(partitions: int = 3, **options) -> SimpleChangefeed:
-    feed = SimpleChangefeed(partitions, **options)
+def items_feed(partitions: int = 3, **options) -> Changefeed:
+    feed = Changefeed(partitions, **options)
     feed.create_table(
         "shop",
         "items",

@@ -1,14 +1,18 @@
-"""A small stand-in for a TiCDC changefeed writing the Simple protocol to one topic.
+"""A small stand-in for a TiCDC changefeed, for the demo, tests and the benchmark.
 
-For the demo, the end-to-end tests and the benchmark: it keeps an upstream
-model of each table (the expected Delta contents) and emits the messages
-TiCDC would emit for the same operations: DDL and watermarks to every
-partition, rows to the partition of their key (index-value dispatch), a
-BOOTSTRAP before a table's first row, and a key-changing UPDATE split into
-DELETE + INSERT at one commitTs (TiCDC's default).
+It keeps an upstream model of each table (the expected Delta contents) and
+emits the messages TiCDC would emit for the same operations, in one of:
 
-Values are given as TiDB holds them (ENUM/SET by name, TIMESTAMP as an aware
-datetime); the simulator encodes them as the Simple protocol does.
+- the Simple protocol (JSON or Avro encoding) to one topic: DDL and
+  watermarks to every partition, rows to the partition of their key
+  (index-value dispatch), a BOOTSTRAP before a table's first row;
+- TiCDC's avro protocol: one topic per table (`<prefix>_<db>_<table>`), no
+  DDL or watermark messages, DELETE as a tombstone, schemas in a registry.
+
+A key-changing UPDATE is split into DELETE + INSERT at one commitTs (TiCDC's
+default) unless `split_key_updates` is off. Values are given as TiDB holds
+them (ENUM/SET by name, TIMESTAMP as an aware datetime); each protocol's
+writer encodes them.
 
 The real encoders are exercised by the golden fixtures, not by this module.
 """
@@ -24,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
 from schema_cache.simple.writer import SimpleAvroWriter, SimpleJsonWriter, table_schema, timestamp
+from schema_cache.ticdc_avro.writer import TiCDCAvroWriter
 
 # A plausible TSO: physical milliseconds << 18.
 _FIRST_TS = 1_700_000_000_000 << 18
@@ -46,20 +51,94 @@ class _Table:
 @dataclass(frozen=True)
 class Message:
     partition: int
-    value: bytes
+    value: bytes | None
     kind: str
+    topic: str | None = None  # None: the changefeed's one topic (Simple)
+    key: bytes | None = None
 
 
-class SimpleChangefeed:
+class _SimpleEmitter:
+    """Simple protocol: one topic; DDL, watermarks and BOOTSTRAP to every partition."""
+
+    def __init__(self, feed: Changefeed, encoding: str) -> None:
+        self._feed = feed
+        writer = {"json": SimpleJsonWriter, "avro": SimpleAvroWriter}[encoding]
+        self._writer = writer(build_ts_ms=1_700_000_000_000)
+
+    def _broadcast(self, value: bytes, kind: str) -> None:
+        self._feed.messages.extend(Message(p, value, kind) for p in range(self._feed.partitions))
+
+    def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str) -> None:
+        self._broadcast(self._writer.ddl(kind, schema, commit_ts, sql), "DDL")
+
+    def watermark(self, commit_ts: int) -> None:
+        self._broadcast(self._writer.watermark(commit_ts), "WATERMARK")
+
+    def bootstrap(self, schema: dict) -> None:
+        self._broadcast(self._writer.bootstrap(schema), "BOOTSTRAP")
+
+    def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
+        if not state.bootstrapped:
+            # TiCDC sends a BOOTSTRAP before a table's first row.
+            self.bootstrap(state.schema)
+            state.bootstrapped = True
+        wire = self._feed._wire
+        if kind == "INSERT":
+            value = self._writer.insert(state.schema, commit_ts, wire(state, after))
+        elif kind == "DELETE":
+            value = self._writer.delete(state.schema, commit_ts, wire(state, before))
+        else:
+            value = self._writer.update(state.schema, commit_ts, wire(state, before), wire(state, after))
+        partition = self._feed._partition_of(state, after if after is not None else before)
+        self._feed.messages.append(Message(partition, value, "DML"))
+
+
+class _AvroEmitter:
+    """TiCDC avro protocol: a topic per table, rows only, deletes as tombstones."""
+
+    def __init__(self, feed: Changefeed, writer: TiCDCAvroWriter, topic_prefix: str) -> None:
+        self._feed = feed
+        self._writer = writer
+        self._prefix = topic_prefix
+
+    def topic(self, schema: Mapping[str, object]) -> str:
+        return f"{self._prefix}_{schema['schema']}_{schema['table']}"
+
+    def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str) -> None:
+        pass  # the avro protocol sends no DDL: a new schema comes with the next row
+
+    def watermark(self, commit_ts: int) -> None:
+        pass
+
+    def bootstrap(self, schema: dict) -> None:
+        pass
+
+    def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
+        topic = self.topic(state.schema)
+        key, value = self._writer.row(topic, state.schema, kind, commit_ts, before, after)
+        partition = self._feed._partition_of(state, after if after is not None else before)
+        self._feed.messages.append(Message(partition, value, "DML", topic=topic, key=key))
+
+
+class Changefeed:
     def __init__(
-        self, partitions: int = 3, *, encoding: str = "json", location: str = "UTC", split_key_updates: bool = True
+        self,
+        partitions: int = 3,
+        *,
+        encoding: str = "json",
+        location: str = "UTC",
+        split_key_updates: bool = True,
+        avro_writer: TiCDCAvroWriter | None = None,
+        topic_prefix: str = "tidb",
     ) -> None:
+        """Simple protocol in `encoding` (json/avro), or TiCDC's avro protocol when `avro_writer` is given."""
         self.partitions = partitions
         self.location = location
         self.split_key_updates = split_key_updates
         self.messages: list[Message] = []
-        writer = {"json": SimpleJsonWriter, "avro": SimpleAvroWriter}[encoding]
-        self._writer = writer(build_ts_ms=1_700_000_000_000)
+        self._emitter = (
+            _AvroEmitter(self, avro_writer, topic_prefix) if avro_writer is not None else _SimpleEmitter(self, encoding)
+        )
         self._tables: dict[tuple[str, str], _Table] = {}
         self._ts = _FIRST_TS
         self._next_table_id = 100
@@ -74,13 +153,14 @@ class SimpleChangefeed:
     def last_ts(self) -> int:
         return self._ts
 
-    def _broadcast(self, value: bytes, kind: str) -> None:
-        self.messages.extend(Message(p, value, kind) for p in range(self.partitions))
-
     def watermark(self) -> int:
         """Send the current commitTs as a watermark to every partition."""
-        self._broadcast(self._writer.watermark(self._ts), "WATERMARK")
+        self._emitter.watermark(self._ts)
         return self._ts
+
+    def topics(self) -> list[str]:
+        """The topics messages went to (None: the changefeed's one topic)."""
+        return sorted({m.topic for m in self.messages if m.topic is not None})
 
     # --- DDL --------------------------------------------------------------------
 
@@ -105,7 +185,7 @@ class SimpleChangefeed:
         )
         key = tuple(primary_key) or tuple(unique_keys[0] if unique_keys else ())
         self._tables[(database, table)] = _Table(schema, key)
-        self._broadcast(self._writer.ddl("CREATE", schema, ts, f"CREATE TABLE `{table}` (...)"), "DDL")
+        self._emitter.ddl("CREATE", schema, ts, f"CREATE TABLE `{table}` (...)")
         return ts
 
     def add_column(self, database: str, table: str, column: dict, *, existing_rows_value: object = None) -> int:
@@ -115,17 +195,14 @@ class SimpleChangefeed:
         state.schema = {**state.schema, "version": ts, "columns": [*state.schema["columns"], column]}
         for row in state.rows.values():
             row[column["name"]] = existing_rows_value
-        self._broadcast(
-            self._writer.ddl("ALTER", state.schema, ts, f"ALTER TABLE `{table}` ADD COLUMN `{column['name']}`"),
-            "DDL",
-        )
+        self._emitter.ddl("ALTER", state.schema, ts, f"ALTER TABLE `{table}` ADD COLUMN `{column['name']}`")
         return ts
 
     def _alter(self, database: str, table: str, columns: list[dict], sql: str) -> int:
         state = self._tables[(database, table)]
         ts = self._tick()
         state.schema = {**state.schema, "version": ts, "columns": columns}
-        self._broadcast(self._writer.ddl("ALTER", state.schema, ts, sql), "DDL")
+        self._emitter.ddl("ALTER", state.schema, ts, sql)
         return ts
 
     def drop_column(self, database: str, table: str, name: str) -> int:
@@ -158,25 +235,25 @@ class SimpleChangefeed:
         state.schema = {**state.schema, "schema": new_database, "table": new_table}
         self._tables[(new_database, new_table)] = state
         sql = f"RENAME TABLE `{database}`.`{table}` TO `{new_database}`.`{new_table}`"
-        self._broadcast(self._writer.ddl("RENAME", state.schema, ts, sql), "DDL")
+        self._emitter.ddl("RENAME", state.schema, ts, sql)
         return ts
 
     def truncate_table(self, database: str, table: str) -> int:
         state = self._tables[(database, table)]
         state.rows.clear()
         ts = self._tick()
-        self._broadcast(self._writer.ddl("TRUNCATE", state.schema, ts, f"TRUNCATE TABLE `{table}`"), "DDL")
+        self._emitter.ddl("TRUNCATE", state.schema, ts, f"TRUNCATE TABLE `{table}`")
         return ts
 
     def drop_table(self, database: str, table: str) -> int:
         state = self._tables.pop((database, table))
         ts = self._tick()
-        self._broadcast(self._writer.ddl("ERASE", state.schema, ts, f"DROP TABLE `{table}`"), "DDL")
+        self._emitter.ddl("ERASE", state.schema, ts, f"DROP TABLE `{table}`")
         return ts
 
     def bootstrap(self, database: str, table: str) -> None:
         """Send a BOOTSTRAP for the table to every partition (TiCDC does so periodically)."""
-        self._broadcast(self._writer.bootstrap(self._tables[(database, table)].schema), "BOOTSTRAP")
+        self._emitter.bootstrap(self._tables[(database, table)].schema)
 
     # --- DML --------------------------------------------------------------------
 
@@ -197,13 +274,6 @@ class SimpleChangefeed:
         text = "|".join(str(v) for v in state.key_of(row))
         return zlib.crc32(f"{state.schema['table']}|{text}".encode()) % self.partitions
 
-    def _emit_row(self, state: _Table, value: bytes, partition: int) -> None:
-        if not state.bootstrapped:
-            # TiCDC sends a BOOTSTRAP before a table's first row.
-            self._broadcast(self._writer.bootstrap(state.schema), "BOOTSTRAP")
-            state.bootstrapped = True
-        self.messages.append(Message(partition, value, "DML"))
-
     def _wire(self, state: _Table, row: Mapping[str, object]) -> dict:
         return {name: _wire_value(state.column(name), value, self.location) for name, value in row.items()}
 
@@ -223,7 +293,7 @@ class SimpleChangefeed:
 
 
 class _Transaction:
-    def __init__(self, feed: SimpleChangefeed, commit_ts: int) -> None:
+    def __init__(self, feed: Changefeed, commit_ts: int) -> None:
         self._feed = feed
         self.commit_ts = commit_ts
         # (database, table, key) -> the row before this transaction (None: absent)
@@ -290,16 +360,8 @@ class _Transaction:
         return self._table(database, table).rows.get(key)
 
     def _send(self, ref: tuple, kind: str, before: dict | None, after: dict | None) -> None:
-        feed = self._feed
         state = self._table(ref[0], ref[1])
-        writer = feed._writer
-        if kind == "INSERT":
-            value = writer.insert(state.schema, self.commit_ts, feed._wire(state, after))
-        elif kind == "DELETE":
-            value = writer.delete(state.schema, self.commit_ts, feed._wire(state, before))
-        else:
-            value = writer.update(state.schema, self.commit_ts, feed._wire(state, before), feed._wire(state, after))
-        feed._emit_row(state, value, feed._partition_of(state, after if after is not None else before))
+        self._feed._emitter.row(state, kind, self.commit_ts, before, after)
 
 
 def _wire_value(column: dict, value: object, location: str) -> object:
