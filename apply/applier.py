@@ -117,21 +117,27 @@ class Applier:
         """Whether the table already holds this event (a replay)."""
         if state.point is None:
             return False
+        by_ts = state.point.ts is not None and event.commit_ts <= state.point.ts
         if self._ordering is Ordering.OFFSET:
-            return event.position.offset < state.point.offset_map().get(_partition_key(event), 0)
-        return state.point.ts is not None and event.commit_ts <= state.point.ts
+            by_offset = event.position.offset < state.point.offset_map().get(_partition_key(event), 0)
+            # DDL copies on other partitions are known by commitTs (0: unknown).
+            return by_offset or (isinstance(event, SchemaChange) and event.commit_ts > 0 and by_ts)
+        return by_ts
 
     def _point_after(self, state: _TableState, events: Sequence[RowChange | SchemaChange], through_ts: int | None):
         """The applied point once `events` (and, by commitTs, all through `through_ts`) are in."""
         if self._ordering is Ordering.OFFSET:
             offsets = state.point.offset_map() if state.point is not None else {}
+            ddl_ts = state.point.ts if state.point is not None else None
             for event in events:
                 key = _partition_key(event)
                 # A schema change comes before the row of the same message (a new
                 # schema id): the point reaches that message, the row moves past it.
                 end = event.position.offset + (1 if isinstance(event, RowChange) else 0)
                 offsets[key] = max(offsets.get(key, 0), end)
-            return AppliedPoint.at_offsets(offsets)
+                if isinstance(event, SchemaChange) and event.commit_ts > 0:
+                    ddl_ts = max(ddl_ts or 0, event.commit_ts)
+            return AppliedPoint.at_offsets(offsets, ddl_ts)
         return AppliedPoint(ts=through_ts)
 
     # --- rows -------------------------------------------------------------------

@@ -251,9 +251,10 @@ class DeltaWriter:
     def merge(self, table: TableName, schema: TableSchema, changes: Sequence[NetChange], point: AppliedPoint) -> None:
         rows = [(*change.values, change.deleted) for change in changes]
         source_schema = _source_schema(schema.columns, f"{_DELETED} BOOLEAN")
-        # Delta's idempotent writes need one growing number: the commitTs. Offset
-        # points (several partitions) rely on the applier's replay check alone.
-        txn = (APP_ID, point.ts) if point.ts is not None else None
+        # Delta's idempotent writes need one number that grows with every MERGE:
+        # the commitTs. Offset points (several partitions; their `ts` is only the
+        # newest DDL) rely on the applier's replay check alone.
+        txn = (APP_ID, point.ts) if point.ts is not None and not point.offsets else None
         with temp_view(self._spark, rows, source_schema, _SOURCE_VIEW) as source:
             with tagged_commit(self._spark, point, txn=txn):
                 self._spark.sql(merge_sql(self._name(table), schema, source))

@@ -149,16 +149,24 @@ class ArrivalGate:
     """The gate for offset-ordered protocols (TiCDC Avro): everything is complete on arrival.
 
     Such protocols send no watermarks; TiCDC writes each partition in commit
-    order and a table's rows go to one topic, so a key's changes are in order
-    within their partition. Events are released as they came.
+    order and all changes of a key go to one partition, so a key's changes are
+    in order within it. Events are released as they came. A DDL broadcast to
+    every partition is taken from its first copy.
     """
 
     def __init__(self, partitions: Mapping[str, Iterable[int]]) -> None:
         self._buffer: list[Event] = []
+        self._ddl_seen: set[tuple[TableName, int, str]] = set()
 
     def add(self, event: Event) -> None:
-        if not isinstance(event, Watermark):
-            self._buffer.append(event)
+        if isinstance(event, Watermark):
+            return
+        if isinstance(event, SchemaChange) and event.commit_ts > 0:
+            identity = (event.table, event.commit_ts, event.kind.value)
+            if identity in self._ddl_seen:
+                return
+            self._ddl_seen.add(identity)
+        self._buffer.append(event)
 
     def release(self, holds: Mapping[TableName, int] | None = None) -> list[Event]:
         released, self._buffer = self._buffer, []

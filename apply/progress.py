@@ -52,20 +52,28 @@ def is_missing_table(err: AnalysisException) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class AppliedPoint:
-    """Everything up to here is in the table: a commitTs, or next offsets per partition."""
+    """Everything up to here is in the table.
+
+    commitTs-ordered protocols: `ts`, all events at or below it. Offset-ordered
+    ones: `offsets`, the next offset per partition, and `ts`, the newest DDL
+    applied (DDL is broadcast to every partition, so its copies on other
+    partitions are recognized by commitTs).
+    """
 
     ts: int | None = None
     offsets: tuple[tuple[str, int], ...] = ()  # ("topic/partition", next offset), sorted
 
     @staticmethod
-    def at_offsets(offsets: Mapping[str, int]) -> AppliedPoint:
-        return AppliedPoint(offsets=tuple(sorted(offsets.items())))
+    def at_offsets(offsets: Mapping[str, int], ddl_ts: int | None = None) -> AppliedPoint:
+        return AppliedPoint(ts=ddl_ts, offsets=tuple(sorted(offsets.items())))
 
     def offset_map(self) -> dict[str, int]:
         return dict(self.offsets)
 
     def to_json(self) -> dict:
-        return {"appliedTs": self.ts} if not self.offsets else {"appliedOffsets": self.offset_map()}
+        if not self.offsets:
+            return {"appliedTs": self.ts}
+        return {"appliedOffsets": self.offset_map(), "ddlTs": self.ts}
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +141,9 @@ def _marker_of(user_metadata: str | None) -> dict | None:
 
 def _progress_of(marker: dict) -> TableProgress:
     if "appliedOffsets" in marker:
-        point = AppliedPoint.at_offsets({k: int(v) for k, v in marker["appliedOffsets"].items()})
+        ddl_ts = marker.get("ddlTs")
+        offsets = {k: int(v) for k, v in marker["appliedOffsets"].items()}
+        point = AppliedPoint.at_offsets(offsets, None if ddl_ts is None else int(ddl_ts))
     elif marker.get("appliedTs") is not None:
         point = AppliedPoint(ts=int(marker["appliedTs"]))
     else:

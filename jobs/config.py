@@ -81,13 +81,15 @@ class ProtocolConfig:
     name: str = "simple"
     # simple: json or avro (Simple's own Avro schema)
     encoding: str = "json"
-    # simple: how long a row change may wait for its schema (BOOTSTRAP/DDL)
-    # before it is bad input.
+    # simple, debezium without schemas: how long a row change may wait for its
+    # structure (BOOTSTRAP / DDL) before it is bad input.
     schema_wait_seconds: float = 600.0
+    # avro, debezium: as the changefeed's sink-uri says (debezium: watermarks
+    # exist only with it, so without it events are ordered by offset)
+    enable_tidb_extension: bool = False
     # avro: as the changefeed's sink-uri options say
     avro_decimal_handling_mode: str = "precise"
     avro_bigint_unsigned_handling_mode: str = "long"
-    enable_tidb_extension: bool = False
     # avro: also write _tidb_op / _tidb_commit_ts / ... as columns
     keep_extension_columns: bool = False
     # avro: the TiCDC server's time zone (its TIMESTAMP strings carry none)

@@ -59,6 +59,7 @@ class Pipeline:
                 types=config.types,
                 avro=config.protocol.avro_options(),
                 registry=config.registry,
+                enable_tidb_extension=config.protocol.enable_tidb_extension,
             ),
         )
         self._applier = Applier(spark, locator, self._decoder.ordering)

@@ -7,7 +7,9 @@ emits the messages TiCDC would emit for the same operations, in one of:
   watermarks to every partition, rows to the partition of their key
   (index-value dispatch), a BOOTSTRAP before a table's first row;
 - TiCDC's avro protocol: one topic per table (`<prefix>_<db>_<table>`), no
-  DDL or watermark messages, DELETE as a tombstone, schemas in a registry.
+  DDL or watermark messages, DELETE as a tombstone, schemas in a registry;
+- TiCDC's debezium protocol: one topic, DDL (and, with the TiDB extension,
+  watermarks) to every partition, a JSON key with the handle key.
 
 A key-changing UPDATE is split into DELETE + INSERT at one commitTs (TiCDC's
 default) unless `split_key_updates` is off. Values are given as TiDB holds
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
 from schema_cache.simple.writer import SimpleAvroWriter, SimpleJsonWriter, table_schema, timestamp
+from schema_cache.debezium.writer import DebeziumWriter
 from schema_cache.ticdc_avro.writer import TiCDCAvroWriter
 
 # A plausible TSO: physical milliseconds << 18.
@@ -68,7 +71,7 @@ class _SimpleEmitter:
     def _broadcast(self, value: bytes, kind: str) -> None:
         self._feed.messages.extend(Message(p, value, kind) for p in range(self._feed.partitions))
 
-    def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str) -> None:
+    def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str, previous=None) -> None:
         self._broadcast(self._writer.ddl(kind, schema, commit_ts, sql), "DDL")
 
     def watermark(self, commit_ts: int) -> None:
@@ -104,7 +107,7 @@ class _AvroEmitter:
     def topic(self, schema: Mapping[str, object]) -> str:
         return f"{self._prefix}_{schema['schema']}_{schema['table']}"
 
-    def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str) -> None:
+    def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str, previous=None) -> None:
         pass  # the avro protocol sends no DDL: a new schema comes with the next row
 
     def watermark(self, commit_ts: int) -> None:
@@ -120,6 +123,33 @@ class _AvroEmitter:
         self._feed.messages.append(Message(partition, value, "DML", topic=topic, key=key))
 
 
+class _DebeziumEmitter:
+    """TiCDC debezium protocol: one topic; DDL and watermarks (with the extension) to every partition."""
+
+    def __init__(self, feed: Changefeed, writer: DebeziumWriter) -> None:
+        self._feed = feed
+        self._writer = writer
+
+    def _broadcast(self, key_value: tuple[bytes, bytes] | None, kind: str) -> None:
+        if key_value is not None:
+            key, value = key_value
+            self._feed.messages.extend(Message(p, value, kind, key=key) for p in range(self._feed.partitions))
+
+    def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str, previous=None) -> None:
+        self._broadcast(self._writer.ddl(kind, schema, commit_ts, sql, previous), "DDL")
+
+    def watermark(self, commit_ts: int) -> None:
+        self._broadcast(self._writer.watermark(commit_ts), "WATERMARK")
+
+    def bootstrap(self, schema: dict) -> None:
+        pass
+
+    def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
+        key, value = self._writer.row(state.schema, kind, commit_ts, before, after)
+        partition = self._feed._partition_of(state, after if after is not None else before)
+        self._feed.messages.append(Message(partition, value, "DML", key=key))
+
+
 class Changefeed:
     def __init__(
         self,
@@ -129,16 +159,21 @@ class Changefeed:
         location: str = "UTC",
         split_key_updates: bool = True,
         avro_writer: TiCDCAvroWriter | None = None,
+        debezium_writer: DebeziumWriter | None = None,
         topic_prefix: str = "tidb",
     ) -> None:
-        """Simple protocol in `encoding` (json/avro), or TiCDC's avro protocol when `avro_writer` is given."""
+        """Simple protocol in `encoding` (json/avro); TiCDC's avro protocol with `avro_writer`;
+        TiCDC's debezium protocol with `debezium_writer`."""
         self.partitions = partitions
         self.location = location
         self.split_key_updates = split_key_updates
         self.messages: list[Message] = []
-        self._emitter = (
-            _AvroEmitter(self, avro_writer, topic_prefix) if avro_writer is not None else _SimpleEmitter(self, encoding)
-        )
+        if avro_writer is not None:
+            self._emitter = _AvroEmitter(self, avro_writer, topic_prefix)
+        elif debezium_writer is not None:
+            self._emitter = _DebeziumEmitter(self, debezium_writer)
+        else:
+            self._emitter = _SimpleEmitter(self, encoding)
         self._tables: dict[tuple[str, str], _Table] = {}
         self._ts = _FIRST_TS
         self._next_table_id = 100
@@ -235,7 +270,7 @@ class Changefeed:
         state.schema = {**state.schema, "schema": new_database, "table": new_table}
         self._tables[(new_database, new_table)] = state
         sql = f"RENAME TABLE `{database}`.`{table}` TO `{new_database}`.`{new_table}`"
-        self._emitter.ddl("RENAME", state.schema, ts, sql)
+        self._emitter.ddl("RENAME", state.schema, ts, sql, previous=(database, table))
         return ts
 
     def truncate_table(self, database: str, table: str) -> int:

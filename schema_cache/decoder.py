@@ -48,6 +48,7 @@ class DecoderOptions:
     types: TypeOptions = DEFAULT_OPTIONS
     avro: AvroOptions = AvroOptions()
     registry: RegistryOptions = RegistryOptions()
+    enable_tidb_extension: bool = False
 
 
 def _simple(options: DecoderOptions) -> Decoder:
@@ -70,7 +71,21 @@ def _ticdc_avro(options: DecoderOptions) -> Decoder:
     return TiCDCAvroDecoder(SchemaRegistry(options.registry), options.avro, options.types)
 
 
-DECODERS: dict[str, Callable[[DecoderOptions], Decoder]] = {"simple": _simple, "avro": _ticdc_avro}
+def _debezium(options: DecoderOptions) -> Decoder:
+    from schema_cache.debezium.decoder import DebeziumDecoder
+
+    return DebeziumDecoder(
+        enable_tidb_extension=options.enable_tidb_extension,
+        types_options=options.types,
+        schema_wait_seconds=options.schema_wait_seconds,
+    )
+
+
+DECODERS: dict[str, Callable[[DecoderOptions], Decoder]] = {
+    "simple": _simple,
+    "avro": _ticdc_avro,
+    "debezium": _debezium,
+}
 
 
 def create_decoder(protocol: str, options: DecoderOptions = DecoderOptions()) -> Decoder:

@@ -2,46 +2,20 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from decimal import Decimal
 
 import pytest
 
 from jobs.demo import demo_changefeed
 from schema_cache.exceptions import DecodeError
-from schema_cache.changefeed import Changefeed
 from schema_cache.simple.writer import column
 from tests.support import assert_table, publish, run_job, table_frame, table_version
+from tests.workloads import DDL_EVOLUTION_TABLES, ITEMS_DDL, ddl_evolution, item, items_feed
 
 pytestmark = pytest.mark.e2e
 
-ITEMS_DDL = "id INT, name STRING, price DECIMAL(10,2), updated TIMESTAMP"
-UTC = dt.timezone.utc
 
 
-def items_feed(partitions: int = 3, **options) -> Changefeed:
-    feed = Changefeed(partitions, **options)
-    feed.create_table(
-        "shop",
-        "items",
-        [
-            column("id", "int", nullable=False),
-            column("name", "varchar", length=64),
-            column("price", "decimal", length=10, decimal=2),
-            column("updated", "timestamp", decimal=6),
-        ],
-        primary_key=["id"],
-    )
-    return feed
-
-
-def item(i: int, price: str = "1.00") -> dict:
-    return {
-        "id": i,
-        "name": f"item {i}",
-        "price": Decimal(price),
-        "updated": dt.datetime(2026, 3, 1, 12, 0, i % 60, 123456, tzinfo=UTC),
-    }
 
 
 def test_inserts_updates_deletes_across_three_partitions(spark, kafka, tmp_path, unique):
@@ -257,40 +231,14 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique):
     # DROP COLUMN, RENAME COLUMN, MODIFY COLUMN (int -> bigint), RENAME TABLE; a second
     # table is truncated; a third dropped and re-created; rows before and after each.
     # Expect: every final table equals upstream; the renamed column kept its data.
-    feed = items_feed()
-    feed.create_table("shop", "logs", [column("id", "int", nullable=False), column("msg", "text")], primary_key=["id"])
-    feed.create_table("shop", "tmp", [column("id", "int", nullable=False)], primary_key=["id"])
-    with feed.transaction() as txn:
-        for i in range(6):
-            txn.insert("shop", "items", item(i))
-            txn.insert("shop", "logs", {"id": i, "msg": f"log {i}"})
-            txn.insert("shop", "tmp", {"id": i})
-    feed.add_column("shop", "items", column("stock", "int", default="7"), existing_rows_value=7)
-    feed.add_column("shop", "items", column("note", "varchar", length=20))
-    with feed.transaction() as txn:
-        txn.insert("shop", "items", {**item(6), "stock": 1, "note": "new"})
-    feed.drop_column("shop", "items", "updated")
-    feed.rename_column("shop", "items", "name", "title")
-    feed.modify_column("shop", "items", column("stock", "bigint"))
-    with feed.transaction() as txn:
-        txn.update("shop", "items", [2], {"stock": 2**40, "title": "big"})
-    feed.rename_table("shop", "items", "archive", "items_2025")
-    feed.truncate_table("shop", "logs")
-    feed.drop_table("shop", "tmp")
-    feed.create_table("shop", "tmp", [column("id", "int", nullable=False), column("v", "double")], primary_key=["id"])
-    with feed.transaction() as txn:
-        txn.insert("archive", "items_2025", {"id": 7, "title": "after rename", "price": Decimal("3.00"), "stock": 3})
-        txn.insert("shop", "logs", {"id": 100, "msg": "after truncate"})
-        txn.insert("shop", "tmp", {"id": 1, "v": 0.5})
+    feed = ddl_evolution(items_feed())
     topic, target = f"ddl-{unique}", str(tmp_path)
     publish(kafka, topic, feed.messages)
 
     run_job(spark, kafka, topic, target, f"g-{unique}")
 
-    assert_table(spark, target, feed, "archive", "items_2025",
-                 "id INT, title STRING, price DECIMAL(10,2), stock BIGINT, note STRING")
-    assert_table(spark, target, feed, "shop", "logs", "id INT, msg STRING")
-    assert_table(spark, target, feed, "shop", "tmp", "id INT, v DOUBLE")
+    for (database, table), ddl in DDL_EVOLUTION_TABLES.items():
+        assert_table(spark, target, feed, database, table, ddl)
     titles = {r["id"]: r["title"] for r in table_frame(spark, target, "archive", "items_2025").collect()}
     assert titles[0] == "item 0" and titles[2] == "big"
     assert not (tmp_path / "shop" / "items").exists()

@@ -1,0 +1,1 @@
+"""TiCDC's debezium protocol (JSON, with or without inline schemas)."""

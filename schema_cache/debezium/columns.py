@@ -1,0 +1,206 @@
+"""Debezium column types and values -> the shared TiDB type mapping.
+
+A column's TiDB type is pieced together from what the messages carry, most
+precise first: the DDL event's `tableChanges` column (typeName,
+typeExpression, length, scale, enumValues), the `tidb_type` the TiDB
+extension adds to the inline schema, then the inline Kafka Connect schema
+alone (type, semantic name, parameters). The result goes through the same
+`schema_cache.types` mapping as every protocol, so Spark types agree wherever
+the information does.
+
+Values as TiCDC's debezium codec writes them (pkg/sink/codec/debezium/codec.go):
+DATE days since epoch; DATETIME epoch millis (fsp <= 3) or micros (fsp 4..6)
+of the wall clock; TIMESTAMP an ISO string in UTC ending in Z; TIME signed
+micros; BIT(1) a boolean, BIT(n) base64 of little-endian bytes; binary
+strings base64; BIGINT UNSIGNED the int64 two's complement; DECIMAL a float64.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from schema_cache import types
+from schema_cache.exceptions import ValueConversionError
+
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_EPOCH = dt.datetime(1970, 1, 1)
+_UINT64_MASK = (1 << 64) - 1
+
+# typeName / tidb_type words -> TiDB base type names (binary charset folded into the name).
+_NAMES = {
+    "tinyint": "tinyint", "smallint": "smallint", "mediumint": "mediumint", "int": "int", "integer": "int",
+    "bigint": "bigint", "float": "float", "double": "double", "real": "double", "decimal": "decimal",
+    "numeric": "decimal", "date": "date", "datetime": "datetime", "timestamp": "timestamp", "time": "time",
+    "year": "year", "bit": "bit", "char": "char", "varchar": "varchar", "var_string": "varchar",
+    "binary": "binary", "varbinary": "varbinary", "tinytext": "tinytext", "text": "text",
+    "mediumtext": "mediumtext", "longtext": "longtext", "tinyblob": "tinyblob", "blob": "blob",
+    "mediumblob": "mediumblob", "longblob": "longblob", "enum": "enum", "set": "set", "json": "json",
+    "vector": "vector", "bool": "tinyint", "boolean": "tinyint",
+}
+# Connect semantic names / types -> TiDB types, when nothing better is known.
+_SEMANTIC = {
+    "io.debezium.time.Date": ("date", None),
+    "io.debezium.time.Timestamp": ("datetime", 3),
+    "io.debezium.time.MicroTimestamp": ("datetime", 6),
+    "io.debezium.time.ZonedTimestamp": ("timestamp", None),
+    "io.debezium.time.MicroTime": ("time", None),  # the fsp is not carried
+    "io.debezium.time.Year": ("year", None),
+    "io.debezium.data.Json": ("json", None),
+    "io.debezium.data.TiDBVectorFloat32": ("vector", None),
+}
+_CONNECT = {"int16": "smallint", "int32": "int", "int64": "bigint", "float": "float", "double": "double", "string": "varchar"}
+
+
+def split_allowed(allowed: str) -> tuple[str, ...]:
+    """ENUM/SET members from `parameters.allowed` (TiCDC escapes ',' in ENUM members as '\\,')."""
+    members, current, escaped = [], [], False
+    for ch in allowed:
+        if escaped:
+            current.append(ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == ",":
+            members.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    members.append("".join(current))
+    return tuple(members)
+
+
+def _ddl_type(column: Mapping[str, object]) -> types.TiDBType:
+    name = _NAMES.get(str(column.get("typeName") or "").lower())
+    if name is None:
+        raise ValueConversionError(f"column {column.get('name')!r}: unsupported typeName {column.get('typeName')!r}")
+    length = column.get("length")
+    scale = column.get("scale")
+    if name in ("datetime", "timestamp", "time"):
+        length, scale = None, length  # temporal `length` is the fractional-second precision
+    elements = tuple(str(e)[1:-1].replace("''", "'") for e in column.get("enumValues") or ())
+    return types.TiDBType(
+        name,
+        unsigned="UNSIGNED" in str(column.get("typeExpression") or "").upper(),
+        length=None if length is None else int(length),
+        scale=None if scale is None else int(scale),
+        elements=elements,
+    )
+
+
+def _schema_type(field: Mapping[str, object]) -> types.TiDBType:
+    params = field.get("parameters") or {}
+    elements = split_allowed(str(params["allowed"])) if "allowed" in params else ()
+    tidb_type = str(field.get("tidb_type") or "").lower()
+    if tidb_type:
+        unsigned = tidb_type.endswith(" unsigned")
+        name = _NAMES.get(tidb_type.removesuffix(" unsigned").strip())
+        if name is None:
+            raise ValueConversionError(f"column {field.get('field')!r}: unsupported tidb_type {tidb_type!r}")
+        if name == "decimal":
+            # The value is a float64 and no precision is carried: without the DDL's
+            # DECIMAL(p,s) the honest type is DOUBLE.
+            return types.TiDBType("double")
+        fsp = _SEMANTIC.get(str(field.get("name")), (None, None))[1]
+        length = int(params["length"]) if "length" in params else None
+        return types.TiDBType(name, unsigned=unsigned, length=length, scale=fsp, elements=elements)
+    semantic = str(field.get("name") or "")
+    connect = str(field.get("type"))
+    if semantic == "io.debezium.data.Bits":
+        return types.TiDBType("bit", length=int(params.get("length", 64)))
+    if semantic == "io.debezium.data.Enum":
+        return types.TiDBType("enum", elements=elements)
+    if semantic == "io.debezium.data.EnumSet":
+        return types.TiDBType("set", elements=elements)
+    if semantic in _SEMANTIC:
+        name, fsp = _SEMANTIC[semantic]
+        return types.TiDBType(name, scale=fsp)
+    if connect == "boolean":
+        return types.TiDBType("bit", length=1)
+    if connect in _CONNECT:
+        return types.TiDBType(_CONNECT[connect])
+    raise ValueConversionError(f"column {field.get('field')!r}: unsupported Connect type {connect!r} {semantic!r}")
+
+
+def resolve_type(field: Mapping[str, object] | None, ddl_column: Mapping[str, object] | None) -> types.TiDBType:
+    """The best TiDB type the messages tell for a column."""
+    if ddl_column is not None:
+        return _ddl_type(ddl_column)
+    if field is not None:
+        return _schema_type(field)
+    raise ValueConversionError("a column with neither schema nor DDL description")
+
+
+@dataclass(frozen=True)
+class ValueReader:
+    """Turns one Debezium JSON value of a column into its Python value."""
+
+    tidb: types.TiDBType
+    convert: Callable[[object], object]
+
+
+def _datetime_reader(fsp: int | None, semantic: str | None) -> Callable[[object], dt.datetime]:
+    micros = semantic == "io.debezium.time.MicroTimestamp" or (semantic is None and (fsp or 0) > 3)
+
+    def read(value: object) -> dt.datetime:
+        return _EPOCH + (dt.timedelta(microseconds=int(value)) if micros else dt.timedelta(milliseconds=int(value)))
+
+    return read
+
+
+def _time_text(micros: int, fsp: int | None) -> str:
+    sign = "-" if micros < 0 else ""
+    micros = abs(micros)
+    seconds, fraction = divmod(micros, 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    text = f"{sign}{hours:02d}:{minute:02d}:{second:02d}"
+    if fsp is None:  # precision unknown (no DDL seen): show the fraction only when there is one
+        return text + (f".{fraction:06d}" if fraction else "")
+    return text + "." + f"{fraction:06d}"[:fsp] if fsp else text
+
+
+def _bit_value(value: object) -> int:
+    if isinstance(value, bool):
+        return int(value)  # BIT(1)
+    return int.from_bytes(base64.b64decode(str(value)), "little")
+
+
+def value_reader(tidb: types.TiDBType, semantic: str | None, options: types.TypeOptions) -> ValueReader:
+    target = types.spark_type(tidb, options)
+    text = types.text_converter(tidb, options)
+    name = tidb.name
+    if name == "date":
+        return ValueReader(tidb, lambda v: _EPOCH_DATE + dt.timedelta(days=int(v)))
+    if name == "datetime":
+        read = _datetime_reader(tidb.scale, semantic)
+        if target == "TIMESTAMP":
+            return ValueReader(tidb, lambda v: read(v).replace(tzinfo=dt.timezone.utc))
+        if target == "STRING":
+            return ValueReader(tidb, lambda v: str(read(v)))
+        return ValueReader(tidb, read)
+    if name == "timestamp":
+        return ValueReader(tidb, lambda v: dt.datetime.fromisoformat(str(v).replace("Z", "+00:00")))
+    if name == "time":
+        if target == "BIGINT":
+            return ValueReader(tidb, int)
+        return ValueReader(tidb, lambda v: _time_text(int(v), tidb.scale))
+    if name == "bit":
+        return ValueReader(tidb, lambda v: text(_bit_value(v)))
+    if name in ("enum", "set"):
+        return ValueReader(tidb, str)  # Debezium sends member names
+    if name == "bigint" and tidb.unsigned:
+        return ValueReader(tidb, lambda v: text(str(int(v) & _UINT64_MASK)))
+    if types.is_binary(tidb):
+        return ValueReader(tidb, lambda v: base64.b64decode(str(v)))
+    if name == "decimal" and target.startswith("DECIMAL"):
+        # A float64 upstream: rounded back to the column's scale (see the README's caveat).
+        step = decimal.Decimal(1).scaleb(-(tidb.scale or 0))
+        context = decimal.Context(prec=80)
+        return ValueReader(tidb, lambda v: context.quantize(decimal.Decimal(repr(float(v))), step))
+    if name == "decimal":
+        return ValueReader(tidb, lambda v: text(repr(float(v))) if target == "STRING" else float(v))
+    return ValueReader(tidb, text)
