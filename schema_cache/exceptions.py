@@ -6,7 +6,7 @@ exception lives here; `apply` and `jobs` raise subclasses of it.
 
 from __future__ import annotations
 
-from schema_cache.events import Position
+from schema_cache.events import Position, RawMessage
 
 
 class MaterializerError(Exception):
@@ -40,6 +40,11 @@ class DecodeError(MaterializerError):
             f"cannot decode {position.topic} partition {position.partition} "
             f"offset {position.offset}: {reason}"
         )
+
+    @classmethod
+    def about(cls, message: RawMessage, reason: str) -> DecodeError:
+        """The error for `message`, keeping its raw bytes for a dead letter."""
+        return cls(message.position, reason, key=message.key, value=message.value)
 
 
 class SchemaNotFoundError(DecodeError):

@@ -14,7 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
-from schema_cache.events import Position, RawMessage, TableName
+from schema_cache.events import Event, Position, RawMessage, TableName
+from schema_cache.exceptions import DecodeError, SchemaNotFoundError
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,26 @@ class ParkingLot:
     def release(self, key: Hashable) -> list[ParkedMessage]:
         """Remove and return the messages waiting for `key`, oldest first."""
         return self._by_key.pop(key, [])
+
+    def decode_released(
+        self, key: Hashable, decode: Callable[[RawMessage], list[Event]], errors: list[DecodeError]
+    ) -> list[Event]:
+        """Decode the messages that waited for `key`, in arrival order.
+
+        A failure belongs to the parked message, not to the one that released
+        it, so it is collected in `errors` instead of raised.
+        """
+        events: list[Event] = []
+        for parked in self.release(key):
+            try:
+                events.extend(decode(parked.message))
+            except DecodeError as err:
+                errors.append(err)
+        return events
+
+    def expired_errors(self, max_wait_seconds: float, reason: Callable[[ParkedMessage], str]) -> list[DecodeError]:
+        """Typed errors for the messages that waited longer than `max_wait_seconds` (removed)."""
+        return [SchemaNotFoundError.about(p.message, reason(p)) for p in self.expire(max_wait_seconds)]
 
     def expire(self, max_wait_seconds: float) -> list[ParkedMessage]:
         """Remove and return messages parked longer than `max_wait_seconds`."""

@@ -145,6 +145,24 @@ _NO_LENGTH_IN_NAME = {"date", "year", "json", "enum", "set", "float", "double", 
 _DEFAULT_DECIMAL_PRECISION = 10
 
 
+def split_allowed(allowed: str) -> tuple[str, ...]:
+    """ENUM/SET members from a comma-joined list where TiCDC escaped ',' as '\\,'."""
+    members, current, escaped = [], [], False
+    for ch in allowed:
+        if escaped:
+            current.append(ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == ",":
+            members.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    members.append("".join(current))
+    return tuple(members)
+
+
 def is_binary(t: TiDBType) -> bool:
     """True when values of `t` are byte strings rather than text."""
     return t.name in _BINARY_TYPES or (t.binary and t.name in _TEXT_TYPES)

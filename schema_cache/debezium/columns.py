@@ -55,24 +55,6 @@ _SEMANTIC = {
 _CONNECT = {"int16": "smallint", "int32": "int", "int64": "bigint", "float": "float", "double": "double", "string": "varchar"}
 
 
-def split_allowed(allowed: str) -> tuple[str, ...]:
-    """ENUM/SET members from `parameters.allowed` (TiCDC escapes ',' in ENUM members as '\\,')."""
-    members, current, escaped = [], [], False
-    for ch in allowed:
-        if escaped:
-            current.append(ch)
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif ch == ",":
-            members.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    members.append("".join(current))
-    return tuple(members)
-
-
 def _ddl_type(column: Mapping[str, object]) -> types.TiDBType:
     name = _NAMES.get(str(column.get("typeName") or "").lower())
     if name is None:
@@ -93,7 +75,7 @@ def _ddl_type(column: Mapping[str, object]) -> types.TiDBType:
 
 def _schema_type(field: Mapping[str, object]) -> types.TiDBType:
     params = field.get("parameters") or {}
-    elements = split_allowed(str(params["allowed"])) if "allowed" in params else ()
+    elements = types.split_allowed(str(params["allowed"])) if "allowed" in params else ()
     tidb_type = str(field.get("tidb_type") or "").lower()
     if tidb_type:
         unsigned = tidb_type.endswith(" unsigned")

@@ -22,7 +22,7 @@ import time
 from typing import Callable, Mapping, Sequence
 
 from schema_cache import types
-from schema_cache.checks import require_handle_key
+from schema_cache.checks import decoding, require_handle_key
 from schema_cache.debezium.columns import ValueReader, resolve_type, value_reader
 from schema_cache.events import (
     Column,
@@ -37,7 +37,7 @@ from schema_cache.events import (
     TableSchema,
     Watermark,
 )
-from schema_cache.exceptions import DecodeError, SchemaNotFoundError, ValueConversionError
+from schema_cache.exceptions import DecodeError, ValueConversionError
 from schema_cache.parking import ParkedMessage, ParkingLot
 
 log = logging.getLogger(__name__)
@@ -114,28 +114,18 @@ class DebeziumDecoder:
     # --- the Decoder interface -------------------------------------------------
 
     def decode(self, message: RawMessage) -> list[Event]:
-        try:
-            return self._decode(message)
-        except DecodeError:
-            raise
-        except (ValueError, KeyError, TypeError, IndexError, ValueConversionError) as err:
-            raise self._error(message, f"{type(err).__name__}: {err}") from err
+        return decoding(message, self._decode)
 
     def parked(self) -> list[ParkedMessage]:
         return self._parking.all()
 
     def take_errors(self) -> list[DecodeError]:
         errors, self._late_errors = self._late_errors, []
-        return errors + [
-            SchemaNotFoundError(
-                p.position,
-                f"no description of {p.table} arrived within {self._schema_wait_seconds:g}s (schemas are "
-                "disabled, so its structure only comes with DDL events)",
-                key=p.message.key,
-                value=p.message.value,
-            )
-            for p in self._parking.expire(self._schema_wait_seconds)
-        ]
+        return errors + self._parking.expired_errors(
+            self._schema_wait_seconds,
+            lambda p: f"no description of {p.table} arrived within {self._schema_wait_seconds:g}s "
+            "(schemas are disabled, so its structure only comes with DDL events)",
+        )
 
     def state(self) -> bytes:
         return json.dumps(
@@ -150,11 +140,11 @@ class DebeziumDecoder:
 
     def _decode(self, message: RawMessage) -> list[Event]:
         if message.value is None:
-            raise self._error(message, "empty message value (TiCDC's debezium protocol sends no tombstones)")
+            raise DecodeError.about(message, "empty message value (TiCDC's debezium protocol sends no tombstones)")
         try:
             envelope = json.loads(message.value)
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise self._error(message, f"not JSON: {err}") from err
+            raise DecodeError.about(message, f"not JSON: {err}") from err
         payload = envelope["payload"]
         op = payload.get("op")
         if op == "m":
@@ -163,7 +153,7 @@ class DebeziumDecoder:
             return self._row_change(message, envelope)
         if op is None:
             return self._schema_change(message, payload)
-        raise self._error(message, f"unknown op {op!r}")
+        raise DecodeError.about(message, f"unknown op {op!r}")
 
     def _row_change(self, message: RawMessage, envelope: Mapping[str, object]) -> list[Event]:
         payload = envelope["payload"]
@@ -283,21 +273,8 @@ class DebeziumDecoder:
             kind = SchemaChangeKind.RENAME
         schema = self._structure(table, None, (commit_ts, described), self._primary_key(described)).schema
         event = SchemaChange(table, commit_ts, kind, schema, message.position, statement, previous_name=previous)
-        return [event, *self._release(table)]
+        return [event, *self._parking.decode_released(table, self.decode, self._late_errors)]
 
     @staticmethod
     def _primary_key(described: Mapping[str, object]) -> tuple[str, ...]:
         return tuple(str(c) for c in described.get("primaryKeyColumnNames") or ())
-
-    def _release(self, table: TableName) -> list[Event]:
-        released: list[Event] = []
-        for parked in self._parking.release(table):
-            try:
-                released.extend(self.decode(parked.message))
-            except DecodeError as err:
-                self._late_errors.append(err)
-        return released
-
-    @staticmethod
-    def _error(message: RawMessage, reason: str) -> DecodeError:
-        return DecodeError(message.position, reason, key=message.key, value=message.value)

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Callable, Mapping
 
-from schema_cache.checks import require_handle_key
+from schema_cache.checks import decoding, require_handle_key
 from schema_cache.events import (
     Event,
     Op,
@@ -25,7 +25,7 @@ from schema_cache.events import (
     TableName,
     Watermark,
 )
-from schema_cache.exceptions import DecodeError, SchemaNotFoundError, ValueConversionError
+from schema_cache.exceptions import DecodeError
 from schema_cache.parking import ParkedMessage, ParkingLot
 from schema_cache.simple import avro
 from schema_cache.simple.table_schema import SimpleTableSchema, parse_table_schema
@@ -84,13 +84,7 @@ class SimpleDecoder:
     # --- the Decoder interface -------------------------------------------------
 
     def decode(self, message: RawMessage) -> list[Event]:
-        try:
-            body = self._parse(message)
-            return self._events(body, message)
-        except DecodeError:
-            raise
-        except (ValueError, KeyError, TypeError, ValueConversionError) as err:
-            raise self._error(message, f"{type(err).__name__}: {err}") from err
+        return decoding(message, lambda m: self._events(self._parse(m), m))
 
     def parked(self) -> list[ParkedMessage]:
         return self._parking.all()
@@ -102,16 +96,11 @@ class SimpleDecoder:
         the `decode` call that happened to trigger them.
         """
         errors, self._late_errors = self._late_errors, []
-        return errors + [
-            SchemaNotFoundError(
-                p.position,
-                f"no schema for {p.table} arrived within {self._schema_wait_seconds:g}s "
-                f"(commitTs {p.commit_ts}); BOOTSTRAP messages may be disabled upstream",
-                key=p.message.key,
-                value=p.message.value,
-            )
-            for p in self._parking.expire(self._schema_wait_seconds)
-        ]
+        return errors + self._parking.expired_errors(
+            self._schema_wait_seconds,
+            lambda p: f"no schema for {p.table} arrived within {self._schema_wait_seconds:g}s "
+            f"(commitTs {p.commit_ts}); BOOTSTRAP messages may be disabled upstream",
+        )
 
     def state(self) -> bytes:
         # Avro-decoded schemas hold the same JSON-compatible values.
@@ -125,22 +114,22 @@ class SimpleDecoder:
 
     def _parse(self, message: RawMessage) -> Mapping[str, object]:
         if message.value is None:
-            raise self._error(message, "empty message value (Simple protocol never sends tombstones)")
+            raise DecodeError.about(message, "empty message value (Simple protocol never sends tombstones)")
         if self._encoding == "avro":
             try:
                 body = avro.read(message.value)
             except (EOFError, ValueError, TypeError, IndexError, KeyError) as err:
-                raise self._error(message, f"not a Simple Avro message: {type(err).__name__}: {err}") from err
+                raise DecodeError.about(message, f"not a Simple Avro message: {type(err).__name__}: {err}") from err
         else:
             try:
                 body = json.loads(message.value)
             except (UnicodeDecodeError, json.JSONDecodeError) as err:
-                raise self._error(message, f"not JSON: {err}") from err
+                raise DecodeError.about(message, f"not JSON: {err}") from err
             if not isinstance(body, dict):
-                raise self._error(message, "a Simple message must be a JSON object")
+                raise DecodeError.about(message, "a Simple message must be a JSON object")
         version = body.get("version")
         if version != SUPPORTED_VERSION:
-            raise self._error(message, f"unsupported Simple protocol version {version!r} (supported: 1)")
+            raise DecodeError.about(message, f"unsupported Simple protocol version {version!r} (supported: 1)")
         return body
 
     def _events(self, body: Mapping[str, object], message: RawMessage) -> list[Event]:
@@ -153,11 +142,11 @@ class SimpleDecoder:
             return self._learn(body["tableSchema"])
         if kind in _DDL_KINDS:
             return self._schema_change(body, message)
-        raise self._error(message, f"unknown message type {kind!r}")
+        raise DecodeError.about(message, f"unknown message type {kind!r}")
 
     def _row_change(self, body: Mapping[str, object], message: RawMessage) -> list[Event]:
         if body.get("handleKeyOnly") or body.get("claimCheckLocation"):
-            raise self._error(
+            raise DecodeError.about(
                 message,
                 "large-message handling (handle-key-only / claim-check) is not supported yet; "
                 "the message holds only the handle key, so applying it would lose columns",
@@ -245,14 +234,4 @@ class SimpleDecoder:
     def _learn(self, raw_schema: Mapping[str, object]) -> list[Event]:
         """Cache a schema and decode the DML that was waiting for it."""
         key = self._remember(raw_schema)
-        released: list[Event] = []
-        for parked in self._parking.release(key):
-            try:
-                released.extend(self.decode(parked.message))
-            except DecodeError as err:
-                self._late_errors.append(err)
-        return released
-
-    @staticmethod
-    def _error(message: RawMessage, reason: str) -> DecodeError:
-        return DecodeError(message.position, reason, key=message.key, value=message.value)
+        return self._parking.decode_released(key, self.decode, self._late_errors)

@@ -24,7 +24,7 @@ from typing import Mapping
 
 import fastavro
 
-from schema_cache.checks import require_handle_key
+from schema_cache.checks import decoding, require_handle_key
 from schema_cache.events import (
     Event,
     Op,
@@ -83,13 +83,9 @@ class TiCDCAvroDecoder:
 
     def decode(self, message: RawMessage) -> list[Event]:
         try:
-            return self._decode(message)
-        except DecodeError:
-            raise
-        except SchemaIdNotFoundError as err:
-            raise self._error(message, str(err)) from err
-        except (ValueError, KeyError, TypeError, IndexError, EOFError, struct.error, ValueConversionError) as err:
-            raise self._error(message, f"{type(err).__name__}: {err}") from err
+            return decoding(message, self._decode)
+        except SchemaIdNotFoundError as err:  # the message names a schema the registry lacks
+            raise DecodeError.about(message, str(err)) from err
 
     def parked(self) -> list[ParkedMessage]:
         return []  # every message names its schema
@@ -167,7 +163,7 @@ class TiCDCAvroDecoder:
 
     def _tombstone(self, message: RawMessage, key_id: int | None, key: tuple | None, commit_ts: int) -> list[Event]:
         if key_id is None:
-            raise self._error(message, "a delete (null value) without a key: the table has no primary key")
+            raise DecodeError.about(message, "a delete (null value) without a key: the table has no primary key")
         key_schema = self._key_schema(key_id).schema
         self._check_topic(message, key_schema.name)
         latest = self._latest.get(key_schema.name)
@@ -230,13 +226,8 @@ class TiCDCAvroDecoder:
     def _check_topic(self, message: RawMessage, table: TableName) -> None:
         known = self._topic_tables.setdefault(message.topic, table)
         if known != table:
-            raise self._error(
+            raise DecodeError.about(
                 message,
                 f"topic {message.topic!r} carries rows of {known} and {table}; TiCDC's avro protocol needs one "
                 "topic per table (a topic rule with {schema} and {table}), or rows cannot be ordered",
             )
-
-    @staticmethod
-    def _error(message: RawMessage, reason: str) -> DecodeError:
-        return DecodeError(message.position, reason, key=message.key, value=message.value)
-

@@ -124,7 +124,7 @@ def _column_type(name: str, avro_type: object, options: AvroOptions) -> _ColumnT
         scale = int(avro_type.get("scale", 0)) if logical else None
     elif tidb_name == "bit":
         length = int(params.get("length", 64))
-    elements = tuple(_split_allowed(str(params["allowed"]))) if "allowed" in params else ()
+    elements = types.split_allowed(str(params["allowed"])) if "allowed" in params else ()
     return _ColumnType(
         types.TiDBType(tidb_name, unsigned=unsigned, length=length, scale=scale, elements=elements),
         primitive,
@@ -147,24 +147,6 @@ def _check_mode(name: str, tidb_name: str, unsigned: bool, primitive: str, logic
                 f"column {name!r}: BIGINT UNSIGNED encoded as {expected} but "
                 f"protocol.avro_bigint_unsigned_handling_mode is {options.bigint_unsigned_handling_mode!r}"
             )
-
-
-def _split_allowed(allowed: str) -> list[str]:
-    # TiCDC escapes ',' inside members as '\,' (EscapeEnumAndSetOptions).
-    members, current, escaped = [], [], False
-    for ch in allowed:
-        if escaped:
-            current.append(ch)
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif ch == ",":
-            members.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    members.append("".join(current))
-    return members
 
 
 def _converter(column: _ColumnType, options: AvroOptions, type_options: types.TypeOptions) -> Callable:
