@@ -53,6 +53,9 @@ class _TableState:
     aligned_to: TableSchema | None = None
     columns: set[str] | None = None  # lower-case names of the Delta table's columns, when known
     pending: PendingBackfill | None = None
+    # A DDL without structure was applied (canal-json, open protocol): the next
+    # rows show the new structure in full. Holds the DDL text (rename hints).
+    structure_open: str | None = None
 
 
 @dataclass(slots=True)
@@ -165,7 +168,11 @@ class Applier:
             return
         if any(r.after is not None for r in rows):
             # Deletes never add columns; their schema may be a key-only one.
-            self._grow_structure(table, state, rows[-1].schema)
+            if state.structure_open is not None and state.exists:
+                self._take_structure(table, state, rows[-1].schema)
+            else:
+                self._grow_structure(table, state, rows[-1].schema)
+                state.structure_open = None  # a table the rows just created has their structure
         changes = collapse(rows, by_commit_ts=self._ordering is Ordering.COMMIT_TS)
         schema, changes = self._project(state, table, rows[-1].schema, changes)
         point = self._point_after(state, rows, through_ts)
@@ -185,6 +192,13 @@ class Applier:
             state.exists = True
         else:
             self._writer.evolve(table, schema, None, additive_only=True)
+        state.aligned_to = schema
+        state.columns = None
+
+    def _take_structure(self, table: TableName, state: _TableState, schema: TableSchema) -> None:
+        """The first rows after a DDL that carried no structure: theirs is the table's now."""
+        self._writer.evolve(table, schema, None, statement=state.structure_open or "")
+        state.structure_open = None
         state.aligned_to = schema
         state.columns = None
 
@@ -228,12 +242,22 @@ class Applier:
     def _create(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
         # A CREATE newer than the table's applied point means upstream dropped
         # and re-created it: the old contents are stale.
+        if change.schema is None:
+            # No structure in the message: the first rows create the table.
+            if state.exists:
+                self._writer.truncate(change.table, point)
+            state.structure_open = ""
+            return
         self._writer.create(change.table, change.schema, point, replace=state.exists)
         state.exists = True
         state.aligned_to = change.schema
 
     def _alter(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
         if change.schema is None:
+            # The protocol carries no structure (canal-json, open protocol): the
+            # table's next rows show it, and may drop columns. Statements of
+            # several such DDLs in a row are all kept (rename hints).
+            state.structure_open = "; ".join(filter(None, (state.structure_open, change.statement)))
             return
         if not state.exists:
             self._create(change, state, point)
@@ -253,7 +277,8 @@ class Applier:
     def _truncate(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
         if state.exists:
             self._writer.truncate(change.table, point)
-        self._alter(change, state, point)
+        if change.schema is not None:
+            self._alter(change, state, point)
 
     def _drop(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
         self._tombstones.record(change.table, change.commit_ts, "dropped")

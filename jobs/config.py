@@ -16,11 +16,14 @@ from typing import Any, Mapping
 
 from schema_cache.decoder import DECODERS
 from schema_cache.exceptions import ConfigError
+from schema_cache.large_messages import COMPRESSIONS, ClaimCheck
 from schema_cache.ticdc_avro.registry import RegistryOptions
 from schema_cache.ticdc_avro.table_schema import AvroOptions
 from schema_cache.types import TypeOptions
 
 RUN_MODES = ("until-idle", "continuous")
+# Protocols whose watermarks (commitTs ordering) depend on the TiDB extension.
+WATERMARK_EXTENSION_PROTOCOLS = ("debezium", "canal-json")
 AVRO_DECIMAL_MODES = ("precise", "string")
 AVRO_BIGINT_UNSIGNED_MODES = ("long", "string")
 BAD_MESSAGE_POLICIES = ("fail", "dead-letter")
@@ -84,16 +87,26 @@ class ProtocolConfig:
     # simple, debezium without schemas: how long a row change may wait for its
     # structure (BOOTSTRAP / DDL) before it is bad input.
     schema_wait_seconds: float = 600.0
-    # avro, debezium: as the changefeed's sink-uri says (debezium: watermarks
-    # exist only with it, so without it events are ordered by offset)
+    # avro, debezium, canal-json: as the changefeed's sink-uri says. debezium
+    # and canal-json send watermarks (and canal-json commitTs) only with it.
     enable_tidb_extension: bool = False
+    # debezium, canal-json without the extension: accept ordering by partition
+    # offset instead of commitTs behind watermarks (weaker; see the README)
+    allow_offset_ordering: bool = False
     # avro: as the changefeed's sink-uri options say
     avro_decimal_handling_mode: str = "precise"
     avro_bigint_unsigned_handling_mode: str = "long"
     # avro: also write _tidb_op / _tidb_commit_ts / ... as columns
     keep_extension_columns: bool = False
-    # avro: the TiCDC server's time zone (its TIMESTAMP strings carry none)
+    # avro, canal-json, open-protocol: the TiCDC server's time zone (their
+    # TIMESTAMP strings carry none)
     timestamp_zone: str = "UTC"
+    # TiCDC large-message handling, as the changefeed's [sink.kafka-config.large-message-handle]
+    large_message_compression: str = "none"
+    # where claim-checked messages are read from (fsspec URL or local path); only
+    # files directly under it are ever read
+    claim_check_root: str = ""
+    claim_check_raw_value: bool = False
 
     def __post_init__(self) -> None:
         _require_choice("protocol.name", self.name, tuple(sorted(DECODERS)))
@@ -105,13 +118,17 @@ class ProtocolConfig:
             self.avro_bigint_unsigned_handling_mode,
             AVRO_BIGINT_UNSIGNED_MODES,
         )
-        for key in ("enable_tidb_extension", "keep_extension_columns"):
+        _require_choice("protocol.large_message_compression", self.large_message_compression, COMPRESSIONS)
+        for key in ("enable_tidb_extension", "keep_extension_columns", "claim_check_raw_value", "allow_offset_ordering"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"protocol.{key}: must be true or false, got {getattr(self, key)!r}")
         try:
             ZoneInfo(self.timestamp_zone)
         except (ZoneInfoNotFoundError, ValueError):
             raise ConfigError(f"protocol.timestamp_zone: unknown time zone {self.timestamp_zone!r}") from None
+
+    def claim_check(self) -> ClaimCheck | None:
+        return ClaimCheck(self.claim_check_root, self.claim_check_raw_value) if self.claim_check_root else None
 
     def avro_options(self) -> AvroOptions:
         return AvroOptions(
@@ -183,8 +200,17 @@ class Config:
     registry: RegistryOptions = RegistryOptions()
 
     def __post_init__(self) -> None:
-        if self.protocol.name == "avro" and not self.registry.url:
+        protocol = self.protocol
+        if protocol.name == "avro" and not self.registry.url:
             raise ConfigError("registry.url: required for protocol 'avro'")
+        if protocol.name in WATERMARK_EXTENSION_PROTOCOLS and not (
+            protocol.enable_tidb_extension or protocol.allow_offset_ordering
+        ):
+            raise ConfigError(
+                f"protocol.enable_tidb_extension: {protocol.name} sends watermarks only with TiCDC's "
+                "enable-tidb-extension=true; enable it in the changefeed and here, or set "
+                "protocol.allow_offset_ordering = true to order by partition offset instead (see the README)"
+            )
 
     def describe(self) -> dict[str, Any]:
         """The effective configuration with secrets redacted, for the start-up log."""

@@ -60,6 +60,9 @@ class Pipeline:
                 avro=config.protocol.avro_options(),
                 registry=config.registry,
                 enable_tidb_extension=config.protocol.enable_tidb_extension,
+                compression=config.protocol.large_message_compression,
+                claim_check=config.protocol.claim_check(),
+                timestamp_zone=config.protocol.timestamp_zone,
             ),
         )
         self._applier = Applier(spark, locator, self._decoder.ordering)

@@ -9,7 +9,8 @@ emits the messages TiCDC would emit for the same operations, in one of:
 - TiCDC's avro protocol: one topic per table (`<prefix>_<db>_<table>`), no
   DDL or watermark messages, DELETE as a tombstone, schemas in a registry;
 - TiCDC's debezium protocol: one topic, DDL (and, with the TiDB extension,
-  watermarks) to every partition, a JSON key with the handle key.
+  watermarks) to every partition, a JSON key with the handle key;
+- TiCDC's canal-json protocol: one topic, DDL to partition 0 only.
 
 A key-changing UPDATE is split into DELETE + INSERT at one commitTs (TiCDC's
 default) unless `split_key_updates` is off. Values are given as TiDB holds
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
 from schema_cache.simple.writer import SimpleAvroWriter, SimpleJsonWriter, table_schema, timestamp
+from schema_cache.canal.writer import CanalJsonWriter
 from schema_cache.debezium.writer import DebeziumWriter
 from schema_cache.ticdc_avro.writer import TiCDCAvroWriter
 
@@ -150,6 +152,30 @@ class _DebeziumEmitter:
         self._feed.messages.append(Message(partition, value, "DML", key=key))
 
 
+class _CanalEmitter:
+    """TiCDC canal-json: one topic; DDL to partition 0 only, watermarks (extension) to every partition."""
+
+    def __init__(self, feed: Changefeed, writer: CanalJsonWriter) -> None:
+        self._feed = feed
+        self._writer = writer
+
+    def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str, previous=None) -> None:
+        self._feed.messages.append(Message(0, self._writer.ddl(kind, schema, commit_ts, sql), "DDL"))
+
+    def watermark(self, commit_ts: int) -> None:
+        value = self._writer.watermark(commit_ts)
+        if value is not None:
+            self._feed.messages.extend(Message(p, value, "WATERMARK") for p in range(self._feed.partitions))
+
+    def bootstrap(self, schema: dict) -> None:
+        pass
+
+    def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
+        value = self._writer.row(state.schema, kind, commit_ts, before, after)
+        partition = self._feed._partition_of(state, after if after is not None else before)
+        self._feed.messages.append(Message(partition, value, "DML"))
+
+
 class Changefeed:
     def __init__(
         self,
@@ -160,10 +186,11 @@ class Changefeed:
         split_key_updates: bool = True,
         avro_writer: TiCDCAvroWriter | None = None,
         debezium_writer: DebeziumWriter | None = None,
+        canal_writer: CanalJsonWriter | None = None,
         topic_prefix: str = "tidb",
     ) -> None:
         """Simple protocol in `encoding` (json/avro); TiCDC's avro protocol with `avro_writer`;
-        TiCDC's debezium protocol with `debezium_writer`."""
+        TiCDC's debezium protocol with `debezium_writer`; canal-json with `canal_writer`."""
         self.partitions = partitions
         self.location = location
         self.split_key_updates = split_key_updates
@@ -172,6 +199,8 @@ class Changefeed:
             self._emitter = _AvroEmitter(self, avro_writer, topic_prefix)
         elif debezium_writer is not None:
             self._emitter = _DebeziumEmitter(self, debezium_writer)
+        elif canal_writer is not None:
+            self._emitter = _CanalEmitter(self, canal_writer)
         else:
             self._emitter = _SimpleEmitter(self, encoding)
         self._tables: dict[tuple[str, str], _Table] = {}

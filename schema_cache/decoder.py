@@ -7,6 +7,7 @@ from typing import Callable, Protocol
 
 from schema_cache.events import Event, Ordering, RawMessage
 from schema_cache.exceptions import ConfigError, DecodeError
+from schema_cache.large_messages import ClaimCheck
 from schema_cache.parking import ParkedMessage
 from schema_cache.ticdc_avro.registry import RegistryOptions
 from schema_cache.ticdc_avro.table_schema import AvroOptions
@@ -49,6 +50,12 @@ class DecoderOptions:
     avro: AvroOptions = AvroOptions()
     registry: RegistryOptions = RegistryOptions()
     enable_tidb_extension: bool = False
+    # TiCDC large-message handling: the compression of every value, and where
+    # claim-checked messages are read from (None: not configured).
+    compression: str = "none"
+    claim_check: ClaimCheck | None = None
+    # The TiCDC server's time zone, for protocols whose TIMESTAMP text names none.
+    timestamp_zone: str = "UTC"
 
 
 def _simple(options: DecoderOptions) -> Decoder:
@@ -60,7 +67,11 @@ def _simple(options: DecoderOptions) -> Decoder:
             f"allowed: {', '.join(ENCODINGS)}"
         )
     return SimpleDecoder(
-        encoding=options.encoding, types=options.types, schema_wait_seconds=options.schema_wait_seconds
+        encoding=options.encoding,
+        types=options.types,
+        schema_wait_seconds=options.schema_wait_seconds,
+        compression=options.compression,
+        claim_check=options.claim_check,
     )
 
 
@@ -81,10 +92,23 @@ def _debezium(options: DecoderOptions) -> Decoder:
     )
 
 
+def _canal_json(options: DecoderOptions) -> Decoder:
+    from schema_cache.canal.decoder import CanalJsonDecoder
+
+    return CanalJsonDecoder(
+        enable_tidb_extension=options.enable_tidb_extension,
+        types_options=options.types,
+        timestamp_zone=options.timestamp_zone,
+        compression=options.compression,
+        claim_check=options.claim_check,
+    )
+
+
 DECODERS: dict[str, Callable[[DecoderOptions], Decoder]] = {
     "simple": _simple,
     "avro": _ticdc_avro,
     "debezium": _debezium,
+    "canal-json": _canal_json,
 }
 
 

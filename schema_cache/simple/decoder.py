@@ -26,6 +26,7 @@ from schema_cache.events import (
     Watermark,
 )
 from schema_cache.exceptions import DecodeError
+from schema_cache.large_messages import ClaimCheck, decompress, handle_key_only
 from schema_cache.parking import ParkedMessage, ParkingLot
 from schema_cache.simple import avro
 from schema_cache.simple.table_schema import SimpleTableSchema, parse_table_schema
@@ -68,11 +69,15 @@ class SimpleDecoder:
         encoding: str = "json",
         types: TypeOptions = DEFAULT_OPTIONS,
         schema_wait_seconds: float = 600.0,
+        compression: str = "none",
+        claim_check: ClaimCheck | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if encoding not in ENCODINGS:
             raise ValueError(f"unknown Simple encoding {encoding!r}")
         self._encoding = encoding
+        self._compression = compression
+        self._claim_check = claim_check
         self._types = types
         self._schema_wait_seconds = schema_wait_seconds
         self._schemas: dict[SchemaKey, SimpleTableSchema] = {}
@@ -112,17 +117,20 @@ class SimpleDecoder:
 
     # --- decoding ---------------------------------------------------------------
 
-    def _parse(self, message: RawMessage) -> Mapping[str, object]:
-        if message.value is None:
+    def _parse(self, message: RawMessage, value: bytes | None = None) -> Mapping[str, object]:
+        """The message body; `value` replaces the message's own (a claim-checked original)."""
+        value = message.value if value is None else value
+        if value is None:
             raise DecodeError.about(message, "empty message value (Simple protocol never sends tombstones)")
+        value = decompress(self._compression, value)
         if self._encoding == "avro":
             try:
-                body = avro.read(message.value)
+                body = avro.read(value)
             except (EOFError, ValueError, TypeError, IndexError, KeyError) as err:
                 raise DecodeError.about(message, f"not a Simple Avro message: {type(err).__name__}: {err}") from err
         else:
             try:
-                body = json.loads(message.value)
+                body = json.loads(value)
             except (UnicodeDecodeError, json.JSONDecodeError) as err:
                 raise DecodeError.about(message, f"not JSON: {err}") from err
             if not isinstance(body, dict):
@@ -145,12 +153,15 @@ class SimpleDecoder:
         raise DecodeError.about(message, f"unknown message type {kind!r}")
 
     def _row_change(self, body: Mapping[str, object], message: RawMessage) -> list[Event]:
-        if body.get("handleKeyOnly") or body.get("claimCheckLocation"):
-            raise DecodeError.about(
-                message,
-                "large-message handling (handle-key-only / claim-check) is not supported yet; "
-                "the message holds only the handle key, so applying it would lose columns",
-            )
+        location = body.get("claimCheckLocation")
+        if location:
+            # The original message is in claim-check storage; this one holds only the key.
+            if self._claim_check is None:
+                raise DecodeError.about(message, "a claim-check message, but protocol.claim_check_root is not set")
+            _, value = self._claim_check.read(str(location))
+            return self._row_change(self._parse(message, value), message)
+        if body.get("handleKeyOnly"):
+            raise handle_key_only()
         table = TableName(str(body["database"]), str(body["table"]))
         key: SchemaKey = (table.database, table.table, int(body["schemaVersion"]))
         cached = self._schemas.get(key)

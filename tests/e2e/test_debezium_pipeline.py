@@ -31,7 +31,7 @@ def test_debezium_stream_into_delta(spark, kafka, tmp_path, unique, with_schema,
     feed = demo_changefeed(seed=31, changes=200, debezium_writer=writer)
     topic, target = f"dbz-{unique}", str(tmp_path)
     publish(kafka, topic, feed.messages)
-    protocol = {"name": "debezium", "enable_tidb_extension": extension}
+    protocol = {"name": "debezium", "enable_tidb_extension": extension, "allow_offset_ordering": not extension}
 
     run_job(spark, kafka, topic, target, f"g-{unique}", protocol=protocol)
 

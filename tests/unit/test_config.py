@@ -67,7 +67,7 @@ def test_comma_separated_topics_from_the_command_line():
     [
         ({**MINIMAL, "run": {"mode": "sometimes"}}, r"run.mode: 'sometimes' is not allowed; allowed: until-idle, continuous"),
         ({**MINIMAL, "policy": {"on_bad_message": "ignore"}}, r"policy.on_bad_message: 'ignore' is not allowed; allowed: fail, dead-letter"),
-        ({**MINIMAL, "protocol": {"name": "canal"}}, r"protocol.name: 'canal' is not allowed; allowed: avro, debezium, simple"),
+        ({**MINIMAL, "protocol": {"name": "canal"}}, r"protocol.name: 'canal' is not allowed; allowed: avro, canal-json, debezium, simple"),
         ({**MINIMAL, "protocol": {"encoding": "xml"}}, r"protocol.encoding: 'xml' is not allowed; allowed: json, avro"),
         ({**MINIMAL, "types": {"json": "bson"}}, r"types.json: 'bson' is not allowed; allowed: string, variant"),
         ({**MINIMAL, "types": {"jsn": "variant"}}, r"types.jsn: unknown key; allowed: bigint_unsigned, wide_decimal"),
@@ -100,3 +100,10 @@ def test_unreadable_and_invalid_files(tmp_path):
         config.load(str(tmp_path / "missing.toml"))
     with pytest.raises(ConfigError, match="is not valid TOML"):
         config.load(write(tmp_path, "[kafka\n"))
+
+
+def test_watermark_less_protocols_need_the_extension_or_an_explicit_opt_in():
+    with pytest.raises(ConfigError, match="protocol.enable_tidb_extension: canal-json sends watermarks only with"):
+        config.from_mapping({**MINIMAL, "protocol": {"name": "canal-json"}})
+    opted_in = config.from_mapping({**MINIMAL, "protocol": {"name": "debezium", "allow_offset_ordering": True}})
+    assert opted_in.protocol.allow_offset_ordering

@@ -1,0 +1,1 @@
+"""TiCDC's canal-json protocol."""
