@@ -10,7 +10,9 @@ emits the messages TiCDC would emit for the same operations, in one of:
   DDL or watermark messages, DELETE as a tombstone, schemas in a registry;
 - TiCDC's debezium protocol: one topic, DDL (and, with the TiDB extension,
   watermarks) to every partition, a JSON key with the handle key;
-- TiCDC's canal-json protocol: one topic, DDL to partition 0 only.
+- TiCDC's canal-json protocol: one topic, DDL to partition 0 only;
+- TiCDC's Open Protocol: one topic, rows batched per partition, DDL and
+  resolved events to every partition.
 
 A key-changing UPDATE is split into DELETE + INSERT at one commitTs (TiCDC's
 default) unless `split_key_updates` is off. Values are given as TiDB holds
@@ -33,6 +35,7 @@ from typing import Iterator, Mapping, Sequence
 from schema_cache.simple.writer import SimpleAvroWriter, SimpleJsonWriter, table_schema, timestamp
 from schema_cache.canal.writer import CanalJsonWriter
 from schema_cache.debezium.writer import DebeziumWriter
+from schema_cache.open_protocol.writer import OpenProtocolWriter
 from schema_cache.ticdc_avro.writer import TiCDCAvroWriter
 
 # A plausible TSO: physical milliseconds << 18.
@@ -62,7 +65,23 @@ class Message:
     key: bytes | None = None
 
 
-class _SimpleEmitter:
+class _Emitter:
+    """What a protocol sends for each upstream happening; by default nothing."""
+
+    def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str, previous=None) -> None:
+        pass
+
+    def watermark(self, commit_ts: int) -> None:
+        pass
+
+    def bootstrap(self, schema: dict) -> None:
+        pass
+
+    def flush(self) -> None:
+        """Send what is held back (batched protocols)."""
+
+
+class _SimpleEmitter(_Emitter):
     """Simple protocol: one topic; DDL, watermarks and BOOTSTRAP to every partition."""
 
     def __init__(self, feed: Changefeed, encoding: str) -> None:
@@ -98,7 +117,7 @@ class _SimpleEmitter:
         self._feed.messages.append(Message(partition, value, "DML"))
 
 
-class _AvroEmitter:
+class _AvroEmitter(_Emitter):
     """TiCDC avro protocol: a topic per table, rows only, deletes as tombstones."""
 
     def __init__(self, feed: Changefeed, writer: TiCDCAvroWriter, topic_prefix: str) -> None:
@@ -109,14 +128,7 @@ class _AvroEmitter:
     def topic(self, schema: Mapping[str, object]) -> str:
         return f"{self._prefix}_{schema['schema']}_{schema['table']}"
 
-    def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str, previous=None) -> None:
-        pass  # the avro protocol sends no DDL: a new schema comes with the next row
-
-    def watermark(self, commit_ts: int) -> None:
-        pass
-
-    def bootstrap(self, schema: dict) -> None:
-        pass
+    # No DDL, watermark or bootstrap messages: a new schema comes with the next row.
 
     def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
         topic = self.topic(state.schema)
@@ -125,7 +137,7 @@ class _AvroEmitter:
         self._feed.messages.append(Message(partition, value, "DML", topic=topic, key=key))
 
 
-class _DebeziumEmitter:
+class _DebeziumEmitter(_Emitter):
     """TiCDC debezium protocol: one topic; DDL and watermarks (with the extension) to every partition."""
 
     def __init__(self, feed: Changefeed, writer: DebeziumWriter) -> None:
@@ -143,16 +155,13 @@ class _DebeziumEmitter:
     def watermark(self, commit_ts: int) -> None:
         self._broadcast(self._writer.watermark(commit_ts), "WATERMARK")
 
-    def bootstrap(self, schema: dict) -> None:
-        pass
-
     def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
         key, value = self._writer.row(state.schema, kind, commit_ts, before, after)
         partition = self._feed._partition_of(state, after if after is not None else before)
         self._feed.messages.append(Message(partition, value, "DML", key=key))
 
 
-class _CanalEmitter:
+class _CanalEmitter(_Emitter):
     """TiCDC canal-json: one topic; DDL to partition 0 only, watermarks (extension) to every partition."""
 
     def __init__(self, feed: Changefeed, writer: CanalJsonWriter) -> None:
@@ -167,13 +176,46 @@ class _CanalEmitter:
         if value is not None:
             self._feed.messages.extend(Message(p, value, "WATERMARK") for p in range(self._feed.partitions))
 
-    def bootstrap(self, schema: dict) -> None:
-        pass
-
     def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
         value = self._writer.row(state.schema, kind, commit_ts, before, after)
         partition = self._feed._partition_of(state, after if after is not None else before)
         self._feed.messages.append(Message(partition, value, "DML"))
+
+
+class _OpenProtocolEmitter(_Emitter):
+    """TiCDC Open Protocol: one topic; rows batched per partition (up to max-batch-size),
+    DDL and resolved events to every partition."""
+
+    def __init__(self, feed: Changefeed, writer: OpenProtocolWriter) -> None:
+        self._feed = feed
+        self._writer = writer
+        self._batches: dict[int, list[tuple[bytes, bytes]]] = {}
+
+    def flush(self) -> None:
+        for partition, pairs in sorted(self._batches.items()):
+            key, value = self._writer.frame(pairs)
+            self._feed.messages.append(Message(partition, value, "DML", key=key))
+        self._batches.clear()
+
+    def _broadcast(self, key_value: tuple[bytes, bytes], kind: str) -> None:
+        self.flush()
+        key, value = key_value
+        self._feed.messages.extend(Message(p, value, kind, key=key) for p in range(self._feed.partitions))
+
+    def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str, previous=None) -> None:
+        self._broadcast(self._writer.ddl(kind, schema, commit_ts, sql), "DDL")
+
+    def watermark(self, commit_ts: int) -> None:
+        self._broadcast(self._writer.resolved(commit_ts), "WATERMARK")
+
+    def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
+        partition = self._feed._partition_of(state, after if after is not None else before)
+        batch = self._batches.setdefault(partition, [])
+        batch.append(self._writer.row(state.schema, kind, commit_ts, before, after))
+        if len(batch) >= self._writer.max_batch_size:
+            pairs = self._batches.pop(partition)
+            key, value = self._writer.frame(pairs)
+            self._feed.messages.append(Message(partition, value, "DML", key=key))
 
 
 class Changefeed:
@@ -187,10 +229,12 @@ class Changefeed:
         avro_writer: TiCDCAvroWriter | None = None,
         debezium_writer: DebeziumWriter | None = None,
         canal_writer: CanalJsonWriter | None = None,
+        open_writer: OpenProtocolWriter | None = None,
         topic_prefix: str = "tidb",
     ) -> None:
         """Simple protocol in `encoding` (json/avro); TiCDC's avro protocol with `avro_writer`;
-        TiCDC's debezium protocol with `debezium_writer`; canal-json with `canal_writer`."""
+        TiCDC's debezium protocol with `debezium_writer`; canal-json with `canal_writer`; Open
+        Protocol with `open_writer`."""
         self.partitions = partitions
         self.location = location
         self.split_key_updates = split_key_updates
@@ -201,6 +245,8 @@ class Changefeed:
             self._emitter = _DebeziumEmitter(self, debezium_writer)
         elif canal_writer is not None:
             self._emitter = _CanalEmitter(self, canal_writer)
+        elif open_writer is not None:
+            self._emitter = _OpenProtocolEmitter(self, open_writer)
         else:
             self._emitter = _SimpleEmitter(self, encoding)
         self._tables: dict[tuple[str, str], _Table] = {}
@@ -331,6 +377,7 @@ class Changefeed:
         txn = _Transaction(self, self._tick())
         yield txn
         txn.emit()
+        self._emitter.flush()  # batched protocols: a transaction's rows leave with it
         if watermark:
             self.watermark()
 
@@ -345,6 +392,10 @@ class Changefeed:
 
     def table_names(self) -> list[tuple[str, str]]:
         return sorted(self._tables)
+
+    def columns(self, database: str, table: str) -> list[dict]:
+        """The table's column definitions (Simple-style), in order."""
+        return list(self._tables[(database, table)].schema["columns"])
 
     def column_names(self, database: str, table: str) -> list[str]:
         return [c["name"] for c in self._tables[(database, table)].schema["columns"]]

@@ -104,11 +104,23 @@ def _canal_json(options: DecoderOptions) -> Decoder:
     )
 
 
+def _open_protocol(options: DecoderOptions) -> Decoder:
+    from schema_cache.open_protocol.decoder import OpenProtocolDecoder
+
+    return OpenProtocolDecoder(
+        types_options=options.types,
+        timestamp_zone=options.timestamp_zone,
+        compression=options.compression,
+        claim_check=options.claim_check,
+    )
+
+
 DECODERS: dict[str, Callable[[DecoderOptions], Decoder]] = {
     "simple": _simple,
     "avro": _ticdc_avro,
     "debezium": _debezium,
     "canal-json": _canal_json,
+    "open-protocol": _open_protocol,
 }
 
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from typing import Callable, Mapping
 
 from schema_cache import types
 from schema_cache.canal.mysql_type import parse_mysql_type
 from schema_cache.checks import decoding, require_handle_key
+from schema_cache.ddl_text import renamed_from
 from schema_cache.events import (
     Column,
     Event,
@@ -53,39 +53,6 @@ _DDL_KINDS = {
     "DINDEX": SchemaChangeKind.INDEX,
     "QUERY": SchemaChangeKind.OTHER,
 }
-_NAME = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
-_QUALIFIED = rf"({_NAME})(?:\s*\.\s*({_NAME}))?"
-_RENAME_TABLES = re.compile(r"\bRENAME\s+TABLES?\s+(.*)", re.IGNORECASE | re.DOTALL)
-_RENAME_PAIR = re.compile(rf"{_QUALIFIED}\s+TO\s+{_QUALIFIED}", re.IGNORECASE)
-_ALTER_RENAME = re.compile(rf"\bALTER\s+TABLE\s+{_QUALIFIED}\s+RENAME\s+(?:TO\s+|AS\s+)?{_QUALIFIED}", re.IGNORECASE)
-
-
-def _unquote(name: str) -> str:
-    return name[1:-1].replace("``", "`") if name.startswith("`") else name
-
-
-def _rename_pairs(statement: str):
-    renames = _RENAME_TABLES.search(statement)
-    if renames is not None:
-        yield from _RENAME_PAIR.finditer(renames.group(1))  # RENAME TABLE a TO b, c TO d
-    yield from _ALTER_RENAME.finditer(statement)
-
-
-def renamed_from(statement: str, database: str, new: TableName) -> TableName | None:
-    """The old name in a RENAME statement whose new name is `new`, if the statement says so.
-
-    Canal-json DDL carries only the statement and the new name; the old name is
-    needed to move the table, so it is read from the statement (never executed).
-    """
-    for match in _rename_pairs(statement):
-        a, b, c, d = match.groups()
-        old = TableName(_unquote(a), _unquote(b)) if b else TableName(database, _unquote(a))
-        target = TableName(_unquote(c), _unquote(d)) if d else TableName(database, _unquote(c))
-        if target == new:
-            return old
-    return None
-
-
 class CanalJsonDecoder:
     def __init__(
         self,

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from schema_cache.canal.decoder import CanalJsonDecoder, renamed_from
+from schema_cache.canal.decoder import CanalJsonDecoder
+from schema_cache.ddl_text import renamed_from
 from schema_cache.canal.mysql_type import parse_mysql_type
 from schema_cache.canal.writer import CanalJsonWriter
 from schema_cache.changefeed import Changefeed

@@ -10,7 +10,7 @@ from jobs.cli import main
 def test_bad_configuration_exits_2_naming_the_key(caplog, tmp_path):
     caplog.set_level(logging.ERROR)
     assert main(["run", "--topics", "cdc", "--target-path", str(tmp_path), "--protocol", "maxwell"]) == 2
-    assert "protocol.name: 'maxwell' is not allowed; allowed: avro, canal-json, debezium, simple" in caplog.text
+    assert "protocol.name: 'maxwell' is not allowed; allowed: avro, canal-json, debezium, open-protocol, simple" in caplog.text
 
 
 def test_missing_target_exits_2(caplog):

@@ -67,7 +67,7 @@ def test_comma_separated_topics_from_the_command_line():
     [
         ({**MINIMAL, "run": {"mode": "sometimes"}}, r"run.mode: 'sometimes' is not allowed; allowed: until-idle, continuous"),
         ({**MINIMAL, "policy": {"on_bad_message": "ignore"}}, r"policy.on_bad_message: 'ignore' is not allowed; allowed: fail, dead-letter"),
-        ({**MINIMAL, "protocol": {"name": "canal"}}, r"protocol.name: 'canal' is not allowed; allowed: avro, canal-json, debezium, simple"),
+        ({**MINIMAL, "protocol": {"name": "canal"}}, r"protocol.name: 'canal' is not allowed; allowed: avro, canal-json, debezium, open-protocol, simple"),
         ({**MINIMAL, "protocol": {"encoding": "xml"}}, r"protocol.encoding: 'xml' is not allowed; allowed: json, avro"),
         ({**MINIMAL, "types": {"json": "bson"}}, r"types.json: 'bson' is not allowed; allowed: string, variant"),
         ({**MINIMAL, "types": {"jsn": "variant"}}, r"types.jsn: unknown key; allowed: bigint_unsigned, wide_decimal"),

@@ -259,7 +259,7 @@ def test_values_are_converted_per_column_type():
 
 
 def test_create_decoder_rejects_unknown_protocol_and_encoding():
-    with pytest.raises(ConfigError, match=r"protocol.name: unknown protocol 'canal'; allowed: avro, canal-json, debezium, simple"):
+    with pytest.raises(ConfigError, match=r"protocol.name: unknown protocol 'canal'; allowed: avro, canal-json, debezium, open-protocol, simple"):
         create_decoder("canal")
     with pytest.raises(ConfigError, match=r"protocol.encoding: 'protobuf' is not allowed for protocol 'simple'"):
         create_decoder("simple", DecoderOptions(encoding="protobuf"))

@@ -1,0 +1,1 @@
+"""TiCDC's Open Protocol."""

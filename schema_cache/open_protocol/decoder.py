@@ -1,0 +1,272 @@
+"""TiCDC Open Protocol decoder (encoder: pingcap/ticdc pkg/sink/codec/open).
+
+Framing: the Kafka key is an 8-byte big-endian version (1) then items of
+8-byte length + key JSON; the value holds as many items of 8-byte length +
+value bytes (each compressed as configured); the i-th key goes with the i-th
+value, up to max-batch-size rows per message. Key `t`: 1 row, 2 DDL, 3
+resolved (a watermark; sent to every partition). A row value is
+`{"u": cols}` (insert), `{"u": cols, "p": old cols}` (update) or
+`{"d": cols}` (delete); each column is `{"t": MySQL type code, "h": handle
+key, "f": flags, "v": value}`. DDL values carry only `{"q": statement, "t":
+TiDB action type}`: the table's next rows show the new structure.
+
+Values: TEXT/BLOB (codes 249-252) base64; binary CHAR/VARCHAR a Go-quoted
+string body; ENUM index and SET bitmask as numbers; BIT a number; DECIMAL and
+temporal values as text (TIMESTAMP in the TiCDC server's zone).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import struct
+from typing import Callable, Iterator, Mapping
+
+from schema_cache import types
+from schema_cache.checks import decoding, require_handle_key
+from schema_cache.ddl_text import renamed_from
+from schema_cache.events import (
+    Column,
+    Event,
+    Op,
+    Ordering,
+    RawMessage,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    TableSchema,
+    Watermark,
+)
+from schema_cache.exceptions import DecodeError, ValueConversionError
+from schema_cache.large_messages import ClaimCheck, decompress, handle_key_only
+from schema_cache.parking import ParkedMessage
+
+log = logging.getLogger(__name__)
+
+BATCH_VERSION = 1
+ROW, DDL, RESOLVED = 1, 2, 3
+FLAG_BINARY, FLAG_HANDLE_KEY, FLAG_UNSIGNED = 1, 2, 128
+
+# MySQL type codes -> TiDB type names (TEXT and BLOB share codes: the binary flag tells).
+_TYPE_CODES = {
+    1: "tinyint", 2: "smallint", 3: "int", 4: "float", 5: "double", 7: "timestamp", 8: "bigint",
+    9: "mediumint", 10: "date", 11: "time", 12: "datetime", 13: "year", 14: "date", 15: "varchar",
+    16: "bit", 225: "vector", 245: "json", 246: "decimal", 247: "enum", 248: "set", 249: "tinytext",
+    250: "mediumtext", 251: "longtext", 252: "text", 253: "varchar", 254: "char", 255: "geometry",
+}
+_BINARY_NAMES = {"varchar": "varbinary", "char": "binary", "tinytext": "tinyblob", "text": "blob",
+                 "mediumtext": "mediumblob", "longtext": "longblob"}
+_BASE64_CODES = {249, 250, 251, 252}
+
+# TiDB model.ActionType -> schema change kind (other table DDL: ALTER).
+_ACTIONS = {
+    3: SchemaChangeKind.CREATE, 60: SchemaChangeKind.CREATE, 4: SchemaChangeKind.DROP,
+    11: SchemaChangeKind.TRUNCATE, 14: SchemaChangeKind.RENAME, 47: SchemaChangeKind.RENAME,
+    7: SchemaChangeKind.INDEX, 8: SchemaChangeKind.INDEX, 32: SchemaChangeKind.INDEX,
+    33: SchemaChangeKind.INDEX, 41: SchemaChangeKind.INDEX, 73: SchemaChangeKind.INDEX,
+    21: SchemaChangeKind.OTHER, 24: SchemaChangeKind.OTHER,  # views
+}
+
+
+def split_items(data: bytes) -> list[bytes]:
+    """The length-prefixed items of a key or value (after the key's version)."""
+    items, at = [], 0
+    while at < len(data):
+        if at + 8 > len(data):
+            raise ValueConversionError("truncated item length")
+        (length,) = struct.unpack_from(">Q", data, at)
+        at += 8
+        if at + length > len(data):
+            raise ValueConversionError(f"item of {length} bytes runs past the end")
+        items.append(data[at : at + length])
+        at += length
+    return items
+
+
+_SIMPLE_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92, '"': 34, "'": 39}
+
+
+def go_unquote(body: str) -> bytes:
+    """The bytes of a Go strconv.Quote body (\\xNN is a raw byte, \\uXXXX a UTF-8 rune)."""
+    out = bytearray()
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch != "\\":
+            out += ch.encode("utf-8")
+            i += 1
+            continue
+        escape = body[i + 1]
+        if escape in _SIMPLE_ESCAPES:
+            out.append(_SIMPLE_ESCAPES[escape])
+            i += 2
+        elif escape == "x":
+            out.append(int(body[i + 2 : i + 4], 16))
+            i += 4
+        elif escape in "uU":
+            width = 4 if escape == "u" else 8
+            out += chr(int(body[i + 2 : i + 2 + width], 16)).encode("utf-8")
+            i += 2 + width
+        elif escape in "01234567":
+            out.append(int(body[i + 1 : i + 4], 8))
+            i += 4
+        else:
+            raise ValueConversionError(f"bad escape \\{escape} in a quoted value")
+    return bytes(out)
+
+
+class OpenProtocolDecoder:
+    ordering = Ordering.COMMIT_TS  # resolved events are sent to every partition
+
+    def __init__(
+        self,
+        *,
+        types_options: types.TypeOptions = types.DEFAULT_OPTIONS,
+        timestamp_zone: str = "UTC",
+        compression: str = "none",
+        claim_check: ClaimCheck | None = None,
+    ) -> None:
+        self._types = types_options
+        self._zone = timestamp_zone
+        self._compression = compression
+        self._claim_check = claim_check
+        self._structures: dict[tuple, tuple[TableSchema, tuple[Callable, ...]]] = {}
+
+    # --- the Decoder interface -------------------------------------------------
+
+    def decode(self, message: RawMessage) -> list[Event]:
+        return decoding(message, self._decode)
+
+    def parked(self) -> list[ParkedMessage]:
+        return []
+
+    def take_errors(self) -> list[DecodeError]:
+        return []
+
+    def state(self) -> bytes:
+        return b"{}"
+
+    def restore(self, state: bytes) -> None:
+        pass
+
+    # --- decoding ---------------------------------------------------------------
+
+    def _pairs(self, message: RawMessage, key: bytes | None, value: bytes | None) -> Iterator[tuple[dict, bytes]]:
+        if not key or len(key) < 8 or struct.unpack_from(">Q", key)[0] != BATCH_VERSION:
+            raise DecodeError.about(message, "not an Open Protocol message (the key lacks batch version 1)")
+        keys = split_items(key[8:])
+        values = split_items(value or b"")
+        if len(keys) != len(values):
+            raise DecodeError.about(message, f"{len(keys)} keys but {len(values)} values in one batch")
+        for key_item, value_item in zip(keys, values, strict=True):
+            yield json.loads(key_item), value_item
+
+    def _decode(self, message: RawMessage) -> list[Event]:
+        events: list[Event] = []
+        for key, value in self._pairs(message, message.key, message.value):
+            kind = key.get("t")
+            if kind == RESOLVED:
+                events.append(Watermark(int(key["ts"]), message.position))
+            elif kind == DDL:
+                events.extend(self._schema_change(message, key, json.loads(decompress(self._compression, value))))
+            elif kind == ROW:
+                events.append(self._row_change(message, key, value))
+            else:
+                raise ValueConversionError(f"unknown Open Protocol message type {kind!r}")
+        return events
+
+    def _row_change(self, message: RawMessage, key: Mapping, value: bytes) -> RowChange:
+        location = key.get("ccl")
+        if location:
+            if self._claim_check is None:
+                raise ValueConversionError("a claim-check message, but protocol.claim_check_root is not set")
+            stored_key, stored_value = self._claim_check.read(str(location))
+            (key, value), *_ = self._pairs(message, stored_key, stored_value)
+        elif key.get("ohk"):
+            raise handle_key_only()
+        body = json.loads(decompress(self._compression, value))
+        table = TableName(str(key["scm"]), str(key["tbl"]))
+        commit_ts = int(key["ts"])
+        if "d" in body:
+            schema, converters = self._structure(table, body["d"])
+            require_handle_key(schema, message)
+            before = _row(schema, converters, body["d"])
+            return RowChange(table, commit_ts, Op.DELETE, before, None, schema, message.position)
+        schema, converters = self._structure(table, body["u"])
+        require_handle_key(schema, message)
+        after = _row(schema, converters, body["u"])
+        if "p" in body:
+            # `p` may hold only the changed columns (only-output-updated-columns).
+            before = _row(schema, converters, {**body["u"], **body["p"]})
+            return RowChange(table, commit_ts, Op.UPDATE, before, after, schema, message.position)
+        return RowChange(table, commit_ts, Op.INSERT, None, after, schema, message.position)
+
+    def _structure(self, table: TableName, columns: Mapping[str, Mapping]) -> tuple[TableSchema, tuple]:
+        signature = (table, tuple((n, c["t"], int(c.get("f") or 0)) for n, c in columns.items()))
+        cached = self._structures.get(signature)
+        if cached is None:
+            schema_columns, converters, key = [], [], []
+            for name, column in columns.items():
+                code, flags = int(column["t"]), int(column.get("f") or 0)
+                tidb = _tidb_type(name, code, flags)
+                schema_columns.append(Column(name, types.spark_type(tidb, self._types), True, None, tidb.describe()))
+                converters.append(self._converter(tidb, code, flags))
+                if column.get("h") or flags & FLAG_HANDLE_KEY:
+                    key.append(name)
+            cached = (TableSchema(table, tuple(schema_columns), tuple(key)), tuple(converters))
+            self._structures[signature] = cached
+        return cached
+
+    def _converter(self, tidb: types.TiDBType, code: int, flags: int) -> Callable[[object], object]:
+        if tidb.name == "timestamp":
+            zone, options = self._zone, self._types
+            return lambda v: types.timestamp_in_zone(str(v), zone, options)
+        convert = types.text_converter(tidb, self._types)
+        if code in _BASE64_CODES:
+            if flags & FLAG_BINARY:
+                return lambda v: convert(base64.b64decode(str(v)))
+            return lambda v: convert(base64.b64decode(str(v)).decode("utf-8"))
+        if types.is_binary(tidb):
+            return lambda v: convert(go_unquote(str(v)))
+        return convert
+
+    def _schema_change(self, message: RawMessage, key: Mapping, value: Mapping) -> list[Event]:
+        statement = str(value.get("q") or "")
+        if not key.get("tbl"):
+            log.warning("ignoring database-level DDL at %s: %s", message.position, statement)
+            return []
+        kind = _ACTIONS.get(int(value.get("t") or 0), SchemaChangeKind.ALTER)
+        table = TableName(str(key["scm"]), str(key["tbl"]))
+        previous = renamed_from(statement, table.database, table) if kind is SchemaChangeKind.RENAME else None
+        return [SchemaChange(table, int(key["ts"]), kind, None, message.position, statement, previous_name=previous)]
+
+
+def _tidb_type(name: str, code: int, flags: int) -> types.TiDBType:
+    base = _TYPE_CODES.get(code)
+    if base is None:
+        raise ValueConversionError(f"column {name!r}: unsupported type code {code}")
+    if flags & FLAG_BINARY and base in _BINARY_NAMES:
+        base = _BINARY_NAMES[base]
+    if base in ("enum", "set"):
+        return types.TiDBType("varchar")  # members are not carried: the index / bitmask stays, as text
+    if base == "decimal":
+        return types.TiDBType("decimal", length=types.MAX_SPARK_DECIMAL_PRECISION + 1)  # precision not carried
+    if base == "bit":
+        return types.TiDBType("bit", length=64)  # width not carried
+    return types.TiDBType(base, unsigned=bool(flags & FLAG_UNSIGNED))
+
+
+def _row(schema: TableSchema, converters: tuple[Callable, ...], columns: Mapping[str, Mapping]) -> tuple:
+    out = []
+    for column, convert in zip(schema.columns, converters, strict=True):
+        raw = (columns.get(column.name) or {}).get("v")
+        if raw is None:
+            out.append(None)
+            continue
+        try:
+            out.append(convert(raw))
+        except (ValueError, TypeError, ArithmeticError, ValueConversionError) as err:
+            raise ValueConversionError(f"column {column.name!r}: cannot convert {raw!r}: {err}") from err
+    return tuple(out)
