@@ -42,6 +42,22 @@ class Decoder(Protocol):
     def restore(self, state: bytes) -> None: ...
 
 
+class Stateless:
+    """For decoders whose messages carry their own structure: nothing parked, nothing to save."""
+
+    def parked(self) -> list[ParkedMessage]:
+        return []
+
+    def take_errors(self) -> list[DecodeError]:
+        return []
+
+    def state(self) -> bytes:
+        return b"{}"
+
+    def restore(self, state: bytes) -> None:
+        pass
+
+
 @dataclass(frozen=True, slots=True)
 class DecoderOptions:
     encoding: str = "json"

@@ -38,7 +38,7 @@ from schema_cache.events import (
 )
 from schema_cache.exceptions import DecodeError, ValueConversionError
 from schema_cache.large_messages import ClaimCheck, decompress, handle_key_only
-from schema_cache.parking import ParkedMessage
+from schema_cache.decoder import Stateless
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ _DDL_KINDS = {
     "DINDEX": SchemaChangeKind.INDEX,
     "QUERY": SchemaChangeKind.OTHER,
 }
-class CanalJsonDecoder:
+class CanalJsonDecoder(Stateless):
     def __init__(
         self,
         *,
@@ -75,18 +75,6 @@ class CanalJsonDecoder:
 
     def decode(self, message: RawMessage) -> list[Event]:
         return decoding(message, self._decode)
-
-    def parked(self) -> list[ParkedMessage]:
-        return []  # every message carries its types
-
-    def take_errors(self) -> list[DecodeError]:
-        return []
-
-    def state(self) -> bytes:
-        return b"{}"
-
-    def restore(self, state: bytes) -> None:
-        pass
 
     # --- decoding ---------------------------------------------------------------
 
@@ -185,14 +173,4 @@ class CanalJsonDecoder:
 
 
 def _row(schema: TableSchema, converters: tuple[Callable, ...], values: Mapping[str, object]) -> tuple:
-    out = []
-    for column, convert in zip(schema.columns, converters, strict=True):
-        raw = values.get(column.name)
-        if raw is None:
-            out.append(None)
-            continue
-        try:
-            out.append(convert(raw))
-        except (ValueError, TypeError, ArithmeticError, ValueConversionError) as err:
-            raise ValueConversionError(f"column {column.name!r}: cannot convert {raw!r}: {err}") from err
-    return tuple(out)
+    return types.convert_values(schema.column_names(), converters, values.get)

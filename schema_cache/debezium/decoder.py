@@ -74,23 +74,13 @@ class _Structure:
 
     def __init__(self, schema: TableSchema, readers: Sequence[ValueReader]) -> None:
         self.schema = schema
-        self.readers = tuple(readers)
+        self.converters = tuple(r.convert for r in readers)
         self.names = schema.column_names()
 
     def row(self, values: Mapping[str, object] | None) -> tuple | None:
         if values is None:
             return None
-        out = []
-        for name, reader in zip(self.names, self.readers, strict=True):
-            raw = values.get(name)
-            if raw is None:
-                out.append(None)
-                continue
-            try:
-                out.append(reader.convert(raw))
-            except (ValueError, TypeError, ArithmeticError, OverflowError, ValueConversionError) as err:
-                raise ValueConversionError(f"column {name!r}: cannot convert {raw!r}: {err}") from err
-        return tuple(out)
+        return types.convert_values(self.names, self.converters, values.get)
 
 
 class DebeziumDecoder:

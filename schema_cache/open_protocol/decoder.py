@@ -41,7 +41,7 @@ from schema_cache.events import (
 )
 from schema_cache.exceptions import DecodeError, ValueConversionError
 from schema_cache.large_messages import ClaimCheck, decompress, handle_key_only
-from schema_cache.parking import ParkedMessage
+from schema_cache.decoder import Stateless
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def go_unquote(body: str) -> bytes:
     return bytes(out)
 
 
-class OpenProtocolDecoder:
+class OpenProtocolDecoder(Stateless):
     ordering = Ordering.COMMIT_TS  # resolved events are sent to every partition
 
     def __init__(
@@ -138,18 +138,6 @@ class OpenProtocolDecoder:
 
     def decode(self, message: RawMessage) -> list[Event]:
         return decoding(message, self._decode)
-
-    def parked(self) -> list[ParkedMessage]:
-        return []
-
-    def take_errors(self) -> list[DecodeError]:
-        return []
-
-    def state(self) -> bytes:
-        return b"{}"
-
-    def restore(self, state: bytes) -> None:
-        pass
 
     # --- decoding ---------------------------------------------------------------
 
@@ -259,14 +247,4 @@ def _tidb_type(name: str, code: int, flags: int) -> types.TiDBType:
 
 
 def _row(schema: TableSchema, converters: tuple[Callable, ...], columns: Mapping[str, Mapping]) -> tuple:
-    out = []
-    for column, convert in zip(schema.columns, converters, strict=True):
-        raw = (columns.get(column.name) or {}).get("v")
-        if raw is None:
-            out.append(None)
-            continue
-        try:
-            out.append(convert(raw))
-        except (ValueError, TypeError, ArithmeticError, ValueConversionError) as err:
-            raise ValueConversionError(f"column {column.name!r}: cannot convert {raw!r}: {err}") from err
-    return tuple(out)
+    return types.convert_values(schema.column_names(), converters, lambda name: (columns.get(name) or {}).get("v"))

@@ -24,17 +24,7 @@ class RowCodec:
     converters: tuple[Callable[[object], object], ...]
 
     def decode(self, values: Mapping[str, object]) -> tuple:
-        out = []
-        for name, convert in zip(self.names, self.converters, strict=True):
-            raw = values.get(name)
-            if raw is None:
-                out.append(None)
-                continue
-            try:
-                out.append(convert(raw))
-            except (ValueError, TypeError, ArithmeticError, ValueConversionError) as err:
-                raise ValueConversionError(f"column {name!r}: cannot convert {raw!r}: {err}") from err
-        return tuple(out)
+        return types.convert_values(self.names, self.converters, values.get)
 
 
 @dataclass(frozen=True, slots=True)

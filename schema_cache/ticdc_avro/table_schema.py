@@ -185,17 +185,7 @@ class AvroTableSchema:
     has_before: bool
 
     def row(self, record: Mapping[str, object]) -> tuple:
-        out = []
-        for name, convert in zip(self.fields, self.converters, strict=True):
-            value = record.get(name)
-            if value is None:
-                out.append(None)
-                continue
-            try:
-                out.append(convert(value))
-            except (ValueError, TypeError, ArithmeticError, ValueConversionError) as err:
-                raise ValueConversionError(f"column {name!r}: cannot convert {value!r}: {err}") from err
-        return tuple(out)
+        return types.convert_values(self.fields, self.converters, record.get)
 
 
 def parse_value_schema(
