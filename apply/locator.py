@@ -38,8 +38,6 @@ class TableLocator(Protocol):
 
     def rename(self, spark, old: TableName, new: TableName) -> None: ...
 
-    def describe(self, table: TableName) -> str: ...
-
 
 def _local_dir(root: str) -> str | None:
     parsed = urlparse(root)
@@ -89,9 +87,6 @@ class PathLocator:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.rename(self._local_path(old), target)
 
-    def describe(self, table: TableName) -> str:
-        return self.path(table)
-
 
 @dataclass(frozen=True)
 class CatalogLocator:
@@ -118,6 +113,3 @@ class CatalogLocator:
         # The new name is resolved inside the same catalog: schema.table only.
         target = quote_parts(catalog_name(new.database), catalog_name(new.table))
         spark.sql(f"ALTER TABLE {self.sql_name(old)} RENAME TO {target}")
-
-    def describe(self, table: TableName) -> str:
-        return f"{self.catalog}.{catalog_name(table.database)}.{catalog_name(table.table)}"
