@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from apply.collapse import NetChange, collapse
 from apply.delta_writer import DeltaWriter
-from apply.locator import TableLocator
-from apply.progress import AppliedPoint, PendingBackfill, read_progress
+from apply.progress import AppliedPoint, PendingBackfill
 from apply.tombstones import Tombstones
 from schema_cache.events import (
     Event,
@@ -40,10 +39,6 @@ from schema_cache.events import (
 )
 
 log = logging.getLogger(__name__)
-
-
-def _partition_key(event: RowChange | SchemaChange) -> str:
-    return f"{event.position.topic}/{event.position.partition}"
 
 
 @dataclass(slots=True)
@@ -70,19 +65,13 @@ class ApplySummary:
 
 
 class Applier:
-    def __init__(self, spark, locator: TableLocator, ordering: Ordering = Ordering.COMMIT_TS) -> None:
-        self._spark = spark
-        self._locator = locator
+    def __init__(self, writer: DeltaWriter, tombstones: Tombstones, ordering: Ordering = Ordering.COMMIT_TS) -> None:
         self._ordering = ordering
-        self._writer = DeltaWriter(spark, locator)
-        self._tombstones = Tombstones(spark, locator)
+        self._writer = writer
+        self._tombstones = tombstones
         self._tables: dict[TableName, _TableState] = {}
         self._pending: dict[TableName, list[RowChange]] = {}
         self._summary = ApplySummary()
-
-    def applied(self) -> dict[TableName, dict]:
-        """The applied point of every table touched so far, as recorded on its commits."""
-        return {t: s.point.to_json() for t, s in self._tables.items() if s.point is not None}
 
     def apply(self, events: Sequence[Event], watermarks: Mapping[str, int]) -> ApplySummary:
         """Apply `events` (complete, in order); `watermarks` are per topic (commitTs ordering)."""
@@ -105,7 +94,7 @@ class Applier:
     def _state(self, table: TableName) -> _TableState:
         state = self._tables.get(table)
         if state is None:
-            progress = read_progress(self._spark, self._locator.sql_name(table))
+            progress = self._writer.progress(table)
             point = progress.point
             if not progress.exists:
                 removed = self._tombstones.removed_at(table)
@@ -122,7 +111,7 @@ class Applier:
             return False
         by_ts = state.point.ts is not None and event.commit_ts <= state.point.ts
         if self._ordering is Ordering.OFFSET:
-            by_offset = event.position.offset < state.point.offset_map().get(_partition_key(event), 0)
+            by_offset = event.position.offset < state.point.offset_map().get(event.position.topic_partition, 0)
             # DDL copies on other partitions are known by commitTs (0: unknown).
             return by_offset or (isinstance(event, SchemaChange) and event.commit_ts > 0 and by_ts)
         return by_ts
@@ -133,7 +122,7 @@ class Applier:
             offsets = state.point.offset_map() if state.point is not None else {}
             ddl_ts = state.point.ts if state.point is not None else None
             for event in events:
-                key = _partition_key(event)
+                key = event.position.topic_partition
                 # A schema change comes before the row of the same message (a new
                 # schema id): the point reaches that message, the row moves past it.
                 end = event.position.offset + (1 if isinstance(event, RowChange) else 0)
@@ -236,7 +225,7 @@ class Applier:
 
     def _ddl_id(self, change: SchemaChange) -> str:
         if self._ordering is Ordering.OFFSET:
-            return f"{_partition_key(change)}@{change.position.offset}"
+            return f"{change.position.topic_partition}@{change.position.offset}"
         return f"ts:{change.commit_ts}"
 
     def _create(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:

@@ -12,32 +12,36 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
+from apply.internal_tables import ensure_internal_table
 from apply.locator import TableLocator
-from apply.progress import APP_ID, is_missing_table, tagged_commit
-from apply.views import ensure_internal_table, temp_view
-
-TopicPartition = tuple[str, int]
+from apply.progress import APP_ID, is_missing_table
+from apply.sql_session import CommitTags, SqlSession
+from schema_cache.events import TopicPartition
 
 _TABLE = "checkpoints"
-_SOURCE_VIEW = "ticdc_delta_checkpoint_source"
 _COLUMNS = (
-    "consumer STRING, batch BIGINT, saved_at TIMESTAMP, offsets STRING, "
-    "watermarks STRING, tables STRING, decoder_state BINARY"
+    ("consumer", "STRING"),
+    ("batch", "BIGINT"),
+    ("saved_at", "TIMESTAMP"),
+    ("offsets", "STRING"),
+    ("watermarks", "STRING"),
+    ("decoder_state", "BINARY"),
 )
+_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
 
 
 def _encode_tp_map(values: Mapping[TopicPartition, int]) -> str:
-    return json.dumps([[t, p, v] for (t, p), v in sorted(values.items())])
+    return json.dumps([[tp.topic, tp.partition, v] for tp, v in sorted(values.items())])
 
 
 def _decode_tp_map(text: str) -> dict[TopicPartition, int]:
-    return {(t, int(p)): int(v) for t, p, v in json.loads(text)}
+    return {TopicPartition(t, int(p)): int(v) for t, p, v in json.loads(text)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,13 +50,12 @@ class Checkpoint:
     batch: int
     offsets: Mapping[TopicPartition, int]
     watermarks: Mapping[TopicPartition, int]
-    tables: Mapping[str, dict]
     decoder_state: bytes
 
 
 class CheckpointStore:
-    def __init__(self, spark, locator: TableLocator) -> None:
-        self._spark = spark
+    def __init__(self, sql: SqlSession, locator: TableLocator) -> None:
+        self._sql = sql
         self._locator = locator
         self._name = locator.internal_sql_name(_TABLE)
         self._created = False
@@ -60,7 +63,7 @@ class CheckpointStore:
     def load(self, consumer: str) -> Checkpoint | None:
         try:
             rows = (
-                self._spark.table(self._name)
+                self._sql.table(self._name)
                 .where(F.col("consumer") == F.lit(consumer))
                 .orderBy(F.col("batch").desc())
                 .limit(1)
@@ -78,13 +81,12 @@ class CheckpointStore:
             batch=row["batch"],
             offsets=_decode_tp_map(row["offsets"]),
             watermarks=_decode_tp_map(row["watermarks"]),
-            tables=json.loads(row["tables"]),
             decoder_state=bytes(row["decoder_state"]),
         )
 
     def save(self, checkpoint: Checkpoint) -> None:
         if not self._created:
-            ensure_internal_table(self._spark, self._locator, _TABLE, _COLUMNS)
+            ensure_internal_table(self._sql, self._locator, _TABLE, _SCHEMA)
             self._created = True
         row = (
             checkpoint.consumer,
@@ -92,11 +94,11 @@ class CheckpointStore:
             dt.datetime.now(dt.timezone.utc),
             _encode_tp_map(checkpoint.offsets),
             _encode_tp_map(checkpoint.watermarks),
-            json.dumps(dict(checkpoint.tables), sort_keys=True),
             checkpoint.decoder_state,
         )
         # Idempotent per (consumer, batch): a save retried after a crash is skipped.
-        txn = (f"{APP_ID}:checkpoint:{checkpoint.consumer}", checkpoint.batch)
-        with temp_view(self._spark, [row], _COLUMNS, _SOURCE_VIEW) as source:
-            with tagged_commit(self._spark, None, txn=txn):
-                self._spark.sql(f"INSERT INTO {self._name} SELECT * FROM {source}")
+        tags = CommitTags(txn=(f"{APP_ID}:checkpoint:{checkpoint.consumer}", checkpoint.batch))
+        # By column name: tables written by earlier releases have more columns.
+        names = ", ".join(name for name, _ in _COLUMNS)
+        with self._sql.view([row], _SCHEMA) as source:
+            self._sql.run(f"INSERT INTO {self._name} ({names}) SELECT * FROM {source}", tags, what="save checkpoint")

@@ -14,8 +14,8 @@ a key's changes all come from one partition, in commit order.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from schema_cache.events import Op, RowChange
 

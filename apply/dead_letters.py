@@ -7,10 +7,11 @@ Written before the offsets past them are committed, and merged on
 from __future__ import annotations
 
 import datetime as dt
-from typing import Sequence
+from collections.abc import Sequence
 
+from apply.internal_tables import ensure_internal_table
 from apply.locator import TableLocator
-from apply.views import ensure_internal_table, temp_view
+from apply.sql_session import SqlSession
 from schema_cache.exceptions import DecodeError
 
 _TABLE = "dead_letters"
@@ -18,12 +19,11 @@ _COLUMNS = (
     "topic STRING, partition INT, offset BIGINT, key BINARY, value BINARY, "
     "error_type STRING, reason STRING, consumer STRING, recorded_at TIMESTAMP"
 )
-_SOURCE_VIEW = "ticdc_delta_dead_letter_source"
 
 
 class DeadLetterTable:
-    def __init__(self, spark, locator: TableLocator, consumer: str) -> None:
-        self._spark = spark
+    def __init__(self, sql: SqlSession, locator: TableLocator, consumer: str) -> None:
+        self._sql = sql
         self._locator = locator
         self._consumer = consumer
         self.sql_name = locator.internal_sql_name(_TABLE)
@@ -33,7 +33,7 @@ class DeadLetterTable:
         if not errors:
             return
         if not self._created:
-            ensure_internal_table(self._spark, self._locator, _TABLE, _COLUMNS)
+            ensure_internal_table(self._sql, self._locator, _TABLE, _COLUMNS)
             self._created = True
         now = dt.datetime.now(dt.timezone.utc)
         rows = [
@@ -50,9 +50,10 @@ class DeadLetterTable:
             )
             for e in errors
         ]
-        with temp_view(self._spark, rows, _COLUMNS, _SOURCE_VIEW) as source:
-            self._spark.sql(
+        with self._sql.view(rows, _COLUMNS) as source:
+            self._sql.run(
                 f"MERGE INTO {self.sql_name} AS t USING {source} AS s "
                 "ON t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset "
-                "WHEN NOT MATCHED THEN INSERT *"
+                "WHEN NOT MATCHED THEN INSERT *",
+                what="record dead letters",
             )

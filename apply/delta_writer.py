@@ -7,15 +7,15 @@ values reach Spark only inside DataFrames, never as SQL text.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from apply.collapse import NetChange
 from apply.evolution import EvolutionPlan, plan
 from apply.identifiers import quote
 from apply.locator import TableLocator
-from apply.progress import APP_ID, AppliedPoint, PendingBackfill, tagged_commit
-from apply.views import temp_view
+from apply.progress import APP_ID, AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
+from apply.sql_session import SqlSession
 from schema_cache.events import Column, TableName, TableSchema
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,6 @@ TABLE_PROPERTIES = {
 # later ADD COLUMN or type change must enable them first.
 _TYPE_FEATURES = {"TIMESTAMP_NTZ": "timestampNtz", "VARIANT": "variantType"}
 
-_SOURCE_VIEW = "ticdc_delta_merge_source"
-_DEFAULTS_VIEW = "ticdc_delta_defaults"
 _DELETED = "ticdc_deleted"
 
 
@@ -73,7 +71,7 @@ def create_table_sql(name: str, schema: TableSchema, *, replace: bool) -> str:
     return f"{verb} {name} ({columns}) USING DELTA TBLPROPERTIES ({_properties()})"
 
 
-def merge_sql(name: str, schema: TableSchema, source: str = _SOURCE_VIEW) -> str:
+def merge_sql(name: str, schema: TableSchema, source: str) -> str:
     """MERGE of net changes, one source row per key.
 
     Clause order matters: a matched deleted key is deleted, any other matched
@@ -82,7 +80,7 @@ def merge_sql(name: str, schema: TableSchema, source: str = _SOURCE_VIEW) -> str
     names = schema.column_names()
     on = " AND ".join(f"t.{quote(k)} = s.{_source_column(names.index(k))}" for k in schema.key)
     values = [_source_value(i, c) for i, c in enumerate(schema.columns)]
-    assignments = ", ".join(f"t.{quote(n)} = {v}" for n, v in zip(names, values))
+    assignments = ", ".join(f"t.{quote(n)} = {v}" for n, v in zip(names, values, strict=True))
     targets = ", ".join(quote(n) for n in names)
     return (
         f"MERGE INTO {name} AS t USING {source} AS s ON {on} "
@@ -117,31 +115,34 @@ def rewrite_sql(name: str, columns: Sequence[str], new_types: dict[str, str]) ->
 
 @dataclass(frozen=True)
 class _Step:
-    run: Callable[[], object]
+    statement: str | Callable[[], object]
     # Recorded on this step's commit when it is not the last one.
     pending: PendingBackfill | None = None
 
 
 class DeltaWriter:
-    def __init__(self, spark, locator: TableLocator) -> None:
-        self._spark = spark
+    """The statements that change upstream tables' Delta tables, on the job's SQL session."""
+
+    def __init__(self, sql: SqlSession, locator: TableLocator) -> None:
+        self._sql = sql
         self._locator = locator
 
     def _name(self, table: TableName) -> str:
         return self._locator.sql_name(table)
 
-    def _sql(self, statement: str) -> Callable[[], object]:
-        return lambda: self._spark.sql(statement)
+    def progress(self, table: TableName) -> TableProgress:
+        """Whether the table exists, and how far its commits say it is applied."""
+        return read_progress(self._sql, self._name(table))
 
     def columns(self, table: TableName) -> list[tuple[str, str]]:
         """(name, Spark type) of the table's current columns."""
-        fields = self._spark.table(self._name(table)).schema.fields
+        fields = self._sql.table(self._name(table)).schema.fields
         return [(f.name, f.dataType.simpleString()) for f in fields]
 
     def create(self, table: TableName, schema: TableSchema, point: AppliedPoint | None, *, replace: bool) -> None:
-        self._locator.prepare(self._spark, table)
-        with tagged_commit(self._spark, point):
-            self._spark.sql(create_table_sql(self._name(table), schema, replace=replace))
+        self._locator.prepare(self._sql, table)
+        statement = create_table_sql(self._name(table), schema, replace=replace)
+        self._sql.run(statement, commit_tags(point), what=f"create {table}")
         log.info("%s %s (%d columns)", "replaced" if replace else "created", table, len(schema.columns))
 
     def evolve(
@@ -180,35 +181,28 @@ class DeltaWriter:
 
         new_types = [c.spark_type for c, _ in change.adds] + [t for _, t in change.widenings + change.rewrite]
         features = sorted({_TYPE_FEATURES[t] for t in new_types if t in _TYPE_FEATURES} - self._features(table))
-        steps = [
-            _Step(self._sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.feature.{f}' = 'supported')"))
-            for f in features
-        ]
-        steps += [
-            _Step(self._sql(f"ALTER TABLE {name} RENAME COLUMN {quote(a)} TO {quote(b)}")) for a, b in change.renames
-        ]
+        steps = [_Step(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.feature.{f}' = 'supported')") for f in features]
+        steps += [_Step(f"ALTER TABLE {name} RENAME COLUMN {quote(a)} TO {quote(b)}") for a, b in change.renames]
         if change.drops:
             dropped = ", ".join(quote(n) for n in change.drops)
-            steps.append(_Step(self._sql(f"ALTER TABLE {name} DROP COLUMNS ({dropped})")))
+            steps.append(_Step(f"ALTER TABLE {name} DROP COLUMNS ({dropped})"))
         if change.adds:
             defaults = tuple(c.name for c in change.backfill)
             marker = PendingBackfill(ddl, defaults) if defaults and ddl is not None else None
-            steps.append(_Step(self._sql(add_columns_sql(name, change.adds)), marker))
-        steps += [
-            _Step(self._sql(f"ALTER TABLE {name} ALTER COLUMN {quote(c)} TYPE {new}")) for c, new in change.widenings
-        ]
+            steps.append(_Step(add_columns_sql(name, change.adds), marker))
+        steps += [_Step(f"ALTER TABLE {name} ALTER COLUMN {quote(c)} TYPE {new}") for c, new in change.widenings]
         if change.rewrite:
-            steps.append(_Step(lambda: self._rewrite(table, dict(change.rewrite))))
+            # Its SELECT names the columns as the earlier steps left them.
+            steps.append(_Step(lambda: self._sql.spark.sql(self._rewrite_sql(table, dict(change.rewrite)))))
         if backfill:
             steps.append(_Step(lambda: self._write_defaults(table, backfill)))
 
         for i, step in enumerate(steps):
             if i == len(steps) - 1:
-                with tagged_commit(self._spark, point):
-                    step.run()
+                tags = commit_tags(point)
             else:
-                with tagged_commit(self._spark, prior if step.pending else None, pending=step.pending):
-                    step.run()
+                tags = commit_tags(prior if step.pending else None, pending=step.pending)
+            self._sql.run(step.statement, tags, what=f"evolve {table}")
         if steps:
             log.info(
                 "%s: renamed %s, dropped %s, added %s, widened %s, rewrote %s, defaults written for %s",
@@ -223,11 +217,11 @@ class DeltaWriter:
         return bool(steps)
 
     def _features(self, table: TableName) -> set[str]:
-        properties = self._spark.sql(f"SHOW TBLPROPERTIES {self._name(table)}").collect()
+        properties = self._sql.sql(f"SHOW TBLPROPERTIES {self._name(table)}").collect()
         prefix = "delta.feature."
         return {r["key"][len(prefix):] for r in properties if r["key"].startswith(prefix) and r["value"] == "supported"}
 
-    def _rewrite(self, table: TableName, new_types: dict[str, str]) -> None:
+    def _rewrite_sql(self, table: TableName, new_types: dict[str, str]) -> str:
         # Changes Delta cannot make in place (narrowing, to or from text, DATE
         # to TIMESTAMP_NTZ, ...): the table is replaced by itself, cast, in one
         # commit; its history stays.
@@ -235,15 +229,16 @@ class DeltaWriter:
         by_lower = {k.lower(): v for k, v in new_types.items()}
         cast = {c: by_lower[c.lower()] for c in columns if c.lower() in by_lower}
         log.warning("%s: rewriting the table to change column types %s", table, cast)
-        self._spark.sql(rewrite_sql(self._name(table), columns, cast))
+        return rewrite_sql(self._name(table), columns, cast)
 
     def _write_defaults(self, table: TableName, columns: Sequence[Column]) -> None:
         # Rows that existed before ADD COLUMN read its default in TiDB; one
-        # MERGE against a single-row source writes it into all of them.
+        # MERGE against a single-row source writes it into all of them. Runs
+        # inside the tagged step (the caller holds the session).
         row = [tuple(c.default for c in columns)]
-        with temp_view(self._spark, row, _source_schema(columns), _DEFAULTS_VIEW) as source:
+        with self._sql.view(row, _source_schema(columns)) as source:
             assignments = ", ".join(f"t.{quote(c.name)} = {_source_value(i, c)}" for i, c in enumerate(columns))
-            self._spark.sql(
+            self._sql.spark.sql(
                 f"MERGE INTO {self._name(table)} AS t USING {source} AS s ON TRUE "
                 f"WHEN MATCHED THEN UPDATE SET {assignments}"
             )
@@ -255,16 +250,14 @@ class DeltaWriter:
         # the commitTs. Offset points (several partitions; their `ts` is only the
         # newest DDL) rely on the applier's replay check alone.
         txn = (APP_ID, point.ts) if point.ts is not None and not point.offsets else None
-        with temp_view(self._spark, rows, source_schema, _SOURCE_VIEW) as source:
-            with tagged_commit(self._spark, point, txn=txn):
-                self._spark.sql(merge_sql(self._name(table), schema, source))
+        with self._sql.view(rows, source_schema) as source:
+            self._sql.run(merge_sql(self._name(table), schema, source), commit_tags(point, txn=txn), what=f"merge {table}")
 
     def truncate(self, table: TableName, point: AppliedPoint) -> None:
-        with tagged_commit(self._spark, point):
-            self._spark.sql(f"DELETE FROM {self._name(table)}")
+        self._sql.run(f"DELETE FROM {self._name(table)}", commit_tags(point), what=f"truncate {table}")
 
     def drop(self, table: TableName) -> None:
-        self._locator.drop(self._spark, table)
+        self._locator.drop(self._sql, table)
 
     def rename(self, old: TableName, new: TableName) -> None:
-        self._locator.rename(self._spark, old, new)
+        self._locator.rename(self._sql, old, new)

@@ -16,8 +16,8 @@ one appeared.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from schema_cache.events import Column, TableSchema
 

@@ -17,14 +17,67 @@ from __future__ import annotations
 
 import itertools
 import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
-from schema_cache.events import Event, SchemaChange, TableName, Watermark
+from schema_cache.events import Event, Ordering, SchemaChange, TableName, TopicPartition, Watermark
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
+
+class Gate(ABC):
+    """Holds decoded events until they are complete; releases them in their protocol's order.
+
+    `pending_offsets` and `safe_watermarks` tell the checkpoint how far each
+    partition may be committed and what a restart from there may assume.
+    """
+
+    def __init__(self) -> None:
+        self._ddl_seen: set[tuple[TableName, int, str]] = set()
+
+    def _first_copy(self, change: SchemaChange) -> bool:
+        """False for a copy of a DDL already taken (DDL is sent to every partition)."""
+        identity = (change.table, change.commit_ts, change.kind.value)
+        if identity in self._ddl_seen:
+            return False
+        self._ddl_seen.add(identity)
+        return True
+
+    @abstractmethod
+    def add(self, event: Event) -> None: ...
+
+    @abstractmethod
+    def release(self, holds: Mapping[TableName, int] | None = None) -> list[Event]:
+        """Remove and return the complete events, in order.
+
+        `holds` maps a table to the commitTs of its oldest event still waiting
+        elsewhere (a parked message): that table's events from there on stay.
+        """
+
+    @abstractmethod
+    def watermarks(self) -> dict[str, int]:
+        """Per topic, the commitTs through which everything has arrived."""
+
+    @abstractmethod
+    def pending_offsets(self) -> dict[TopicPartition, int]:
+        """The lowest offset of a held event, per partition."""
+
+    @abstractmethod
+    def safe_watermarks(self, committed: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Per partition, the watermark a restart from `committed` may begin with."""
+
+    @abstractmethod
+    def restore(self, watermarks: Mapping[TopicPartition, int]) -> None:
+        """Start from watermarks saved by `safe_watermarks`."""
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+
+def gate_for(ordering: Ordering, partitions: Mapping[str, Iterable[int]]) -> Gate:
+    """The gate of a protocol's ordering, over every partition of its topics."""
+    return WatermarkGate(partitions) if ordering is Ordering.COMMIT_TS else ArrivalGate(partitions)
 
 
 @dataclass(slots=True)
@@ -35,14 +88,14 @@ class _PartitionProgress:
     observations: list[tuple[int, int]] = field(default_factory=list)
 
 
-class WatermarkGate:
+class WatermarkGate(Gate):
     def __init__(self, partitions: Mapping[str, Iterable[int]]) -> None:
+        super().__init__()
         self._progress = {
-            (topic, p): _PartitionProgress() for topic, ids in partitions.items() for p in ids
+            TopicPartition(topic, p): _PartitionProgress() for topic, ids in partitions.items() for p in ids
         }
         self._buffer: list[tuple[int, int, Event]] = []
         self._arrival = itertools.count()
-        self._ddl_seen: set[tuple[TableName, int, str]] = set()
 
     # --- input ----------------------------------------------------------------
 
@@ -50,15 +103,12 @@ class WatermarkGate:
         if isinstance(event, Watermark):
             self._observe(event)
             return
-        if isinstance(event, SchemaChange):
-            identity = (event.table, event.commit_ts, event.kind.value)
-            if identity in self._ddl_seen:
-                return  # the same DDL's copy from another partition
-            self._ddl_seen.add(identity)
+        if isinstance(event, SchemaChange) and not self._first_copy(event):
+            return
         self._buffer.append((event.commit_ts, next(self._arrival), event))
 
     def _observe(self, mark: Watermark) -> None:
-        tp = (mark.position.topic, mark.position.partition)
+        tp = mark.position.topic_partition
         progress = self._progress.get(tp)
         if progress is None:
             log.warning("watermark from unassigned partition %s ignored", mark.position)
@@ -78,18 +128,14 @@ class WatermarkGate:
     # --- output ---------------------------------------------------------------
 
     def topic_watermark(self, topic: str) -> int:
-        return min(p.watermark for (t, _), p in self._progress.items() if t == topic)
+        return min(p.watermark for tp, p in self._progress.items() if tp.topic == topic)
 
     def watermarks(self) -> dict[str, int]:
-        topics = {t for t, _ in self._progress}
+        topics = {tp.topic for tp in self._progress}
         return {t: self.topic_watermark(t) for t in sorted(topics)}
 
     def release(self, holds: Mapping[TableName, int] | None = None) -> list[Event]:
-        """Remove and return the complete events, ordered by (commitTs, arrival).
-
-        `holds` maps a table to the commitTs of its oldest event still waiting
-        elsewhere (a parked message): that table's events from there on stay.
-        """
+        """The complete events, ordered by (commitTs, arrival)."""
         holds = holds or {}
         limits = self.watermarks()
         ready, waiting = [], []
@@ -105,11 +151,10 @@ class WatermarkGate:
         return [event for _, _, event in ready]
 
     def pending_offsets(self) -> dict[TopicPartition, int]:
-        """The lowest offset of a buffered event, per partition."""
         lowest: dict[TopicPartition, int] = {}
         for _, _, event in self._buffer:
             pos = event.position
-            tp = (pos.topic, pos.partition)
+            tp = pos.topic_partition
             lowest[tp] = min(lowest.get(tp, pos.offset), pos.offset)
         return lowest
 
@@ -145,27 +190,25 @@ class WatermarkGate:
                 progress.observations.insert(0, (-1, ts))
 
 
-class ArrivalGate:
+class ArrivalGate(Gate):
     """The gate for offset-ordered protocols (TiCDC Avro): everything is complete on arrival.
 
     Such protocols send no watermarks; TiCDC writes each partition in commit
     order and all changes of a key go to one partition, so a key's changes are
     in order within it. Events are released as they came. A DDL broadcast to
-    every partition is taken from its first copy.
+    every partition is taken from its first copy (commitTs 0: unknown, so
+    every copy is kept).
     """
 
     def __init__(self, partitions: Mapping[str, Iterable[int]]) -> None:
+        super().__init__()
         self._buffer: list[Event] = []
-        self._ddl_seen: set[tuple[TableName, int, str]] = set()
 
     def add(self, event: Event) -> None:
         if isinstance(event, Watermark):
             return
-        if isinstance(event, SchemaChange) and event.commit_ts > 0:
-            identity = (event.table, event.commit_ts, event.kind.value)
-            if identity in self._ddl_seen:
-                return
-            self._ddl_seen.add(identity)
+        if isinstance(event, SchemaChange) and event.commit_ts > 0 and not self._first_copy(event):
+            return
         self._buffer.append(event)
 
     def release(self, holds: Mapping[TableName, int] | None = None) -> list[Event]:

@@ -28,15 +28,15 @@ class TableLocator(Protocol):
         """A quoted name for one of the project's own tables (checkpoints, ...)."""
         ...
 
-    def prepare(self, spark, table: TableName) -> None:
+    def prepare(self, sql, table: TableName) -> None:
         """Create what must exist before the table can be created."""
         ...
 
-    def prepare_internal(self, spark) -> None: ...
+    def prepare_internal(self, sql) -> None: ...
 
-    def drop(self, spark, table: TableName) -> None: ...
+    def drop(self, sql, table: TableName) -> None: ...
 
-    def rename(self, spark, old: TableName, new: TableName) -> None: ...
+    def rename(self, sql, old: TableName, new: TableName) -> None: ...
 
 
 def _local_dir(root: str) -> str | None:
@@ -59,10 +59,10 @@ class PathLocator:
     def internal_sql_name(self, name: str) -> str:
         return f"delta.{quote(self.root.rstrip('/') + '/_ticdc/' + path_segment(name))}"
 
-    def prepare(self, spark, table: TableName) -> None:
+    def prepare(self, sql, table: TableName) -> None:
         pass  # Delta creates the directory
 
-    def prepare_internal(self, spark) -> None:
+    def prepare_internal(self, sql) -> None:
         pass
 
     def _local_path(self, table: TableName) -> str:
@@ -79,10 +79,10 @@ class PathLocator:
             raise ApplyError(f"refusing to touch {path!r}: outside target.path {root!r}")
         return path
 
-    def drop(self, spark, table: TableName) -> None:
+    def drop(self, sql, table: TableName) -> None:
         shutil.rmtree(self._local_path(table), ignore_errors=True)
 
-    def rename(self, spark, old: TableName, new: TableName) -> None:
+    def rename(self, sql, old: TableName, new: TableName) -> None:
         target = self._local_path(new)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.rename(self._local_path(old), target)
@@ -99,17 +99,17 @@ class CatalogLocator:
     def internal_sql_name(self, name: str) -> str:
         return quote_parts(self.catalog, self.meta_schema, name)
 
-    def prepare(self, spark, table: TableName) -> None:
-        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_parts(self.catalog, catalog_name(table.database))}")
+    def prepare(self, sql, table: TableName) -> None:
+        sql.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_parts(self.catalog, catalog_name(table.database))}")
 
-    def prepare_internal(self, spark) -> None:
-        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_parts(self.catalog, self.meta_schema)}")
+    def prepare_internal(self, sql) -> None:
+        sql.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_parts(self.catalog, self.meta_schema)}")
 
-    def drop(self, spark, table: TableName) -> None:
-        spark.sql(f"DROP TABLE IF EXISTS {self.sql_name(table)}")
+    def drop(self, sql, table: TableName) -> None:
+        sql.sql(f"DROP TABLE IF EXISTS {self.sql_name(table)}")
 
-    def rename(self, spark, old: TableName, new: TableName) -> None:
-        self.prepare(spark, new)
+    def rename(self, sql, old: TableName, new: TableName) -> None:
+        self.prepare(sql, new)
         # The new name is resolved inside the same catalog: schema.table only.
         target = quote_parts(catalog_name(new.database), catalog_name(new.table))
-        spark.sql(f"ALTER TABLE {self.sql_name(old)} RENAME TO {target}")
+        sql.sql(f"ALTER TABLE {self.sql_name(old)} RENAME TO {target}")

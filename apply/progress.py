@@ -20,19 +20,18 @@ from __future__ import annotations
 
 import json
 import logging
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Iterator, Mapping
 
 from pyspark.errors import AnalysisException
+
+from apply.sql_session import CommitTags, SqlSession
+from schema_cache.events import TopicPartition
 
 log = logging.getLogger(__name__)
 
 APP_ID = "ticdc-delta"
 _MARKER = "ticdc_delta"
-_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
-_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
-_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 # Errors that mean "there is no Delta table here (yet)".
 _MISSING_TABLE_ERRORS = {
@@ -61,19 +60,19 @@ class AppliedPoint:
     """
 
     ts: int | None = None
-    offsets: tuple[tuple[str, int], ...] = ()  # ("topic/partition", next offset), sorted
+    offsets: tuple[tuple[TopicPartition, int], ...] = ()  # (partition, next offset), sorted
 
     @staticmethod
-    def at_offsets(offsets: Mapping[str, int], ddl_ts: int | None = None) -> AppliedPoint:
+    def at_offsets(offsets: Mapping[TopicPartition, int], ddl_ts: int | None = None) -> AppliedPoint:
         return AppliedPoint(ts=ddl_ts, offsets=tuple(sorted(offsets.items())))
 
-    def offset_map(self) -> dict[str, int]:
+    def offset_map(self) -> dict[TopicPartition, int]:
         return dict(self.offsets)
 
     def to_json(self) -> dict:
         if not self.offsets:
             return {"appliedTs": self.ts}
-        return {"appliedOffsets": self.offset_map(), "ddlTs": self.ts}
+        return {"appliedOffsets": {str(tp): offset for tp, offset in self.offsets}, "ddlTs": self.ts}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,39 +93,26 @@ class TableProgress:
     pending: PendingBackfill | None = None
 
 
-@contextmanager
-def tagged_commit(
-    spark,
+def commit_tags(
     point: AppliedPoint | None,
     *,
     txn: tuple[str, int] | None = None,
     pending: PendingBackfill | None = None,
-) -> Iterator[None]:
-    """Run the enclosed write with the applied point recorded on its commit.
+) -> CommitTags:
+    """The tags of a commit that applies through `point`.
 
     `point` None (and no `pending`) leaves the commit unmarked: schema
     alignment that does not itself apply anything. `txn` (application id,
     version) makes the write idempotent: Delta skips it if that application
-    already committed this or a higher version to the table. The settings are
-    session-wide, so writes of different tables must not run concurrently in
-    one session.
+    already committed this or a higher version to the table.
     """
-    settings = {}
+    metadata = None
     if point is not None or pending is not None:
         marker: dict = point.to_json() if point is not None else {"appliedTs": None}
         if pending is not None:
             marker["pendingBackfill"] = {"ddl": pending.ddl, "columns": list(pending.columns)}
-        settings[_USER_METADATA] = json.dumps({_MARKER: marker})
-    if txn is not None:
-        settings[_TXN_APP_ID] = txn[0]
-        settings[_TXN_VERSION] = str(txn[1])
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key in settings:
-            spark.conf.unset(key)
+        metadata = {_MARKER: marker}
+    return CommitTags(metadata, txn)
 
 
 def _marker_of(user_metadata: str | None) -> dict | None:
@@ -142,7 +128,7 @@ def _marker_of(user_metadata: str | None) -> dict | None:
 def _progress_of(marker: dict) -> TableProgress:
     if "appliedOffsets" in marker:
         ddl_ts = marker.get("ddlTs")
-        offsets = {k: int(v) for k, v in marker["appliedOffsets"].items()}
+        offsets = {TopicPartition.parse(k): int(v) for k, v in marker["appliedOffsets"].items()}
         point = AppliedPoint.at_offsets(offsets, None if ddl_ts is None else int(ddl_ts))
     elif marker.get("appliedTs") is not None:
         point = AppliedPoint(ts=int(marker["appliedTs"]))
@@ -156,10 +142,10 @@ def _progress_of(marker: dict) -> TableProgress:
     )
 
 
-def read_progress(spark, sql_name: str) -> TableProgress:
+def read_progress(sql: SqlSession, sql_name: str) -> TableProgress:
     """Whether the table exists, and the progress its newest marked commit records."""
     try:
-        rows = spark.sql(f"DESCRIBE HISTORY {sql_name} LIMIT {_HISTORY_DEPTH}").select("userMetadata").collect()
+        rows = sql.sql(f"DESCRIBE HISTORY {sql_name} LIMIT {_HISTORY_DEPTH}").select("userMetadata").collect()
     except AnalysisException as err:
         if is_missing_table(err):
             return TableProgress(exists=False)

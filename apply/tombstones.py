@@ -13,19 +13,19 @@ import datetime as dt
 
 from pyspark.errors import AnalysisException
 
+from apply.internal_tables import ensure_internal_table
 from apply.locator import TableLocator
 from apply.progress import is_missing_table
-from apply.views import ensure_internal_table, temp_view
+from apply.sql_session import SqlSession
 from schema_cache.events import TableName
 
 _TABLE = "tombstones"
 _COLUMNS = "database STRING, table STRING, removed_ts BIGINT, reason STRING, recorded_at TIMESTAMP"
-_SOURCE_VIEW = "ticdc_delta_tombstone_source"
 
 
 class Tombstones:
-    def __init__(self, spark, locator: TableLocator) -> None:
-        self._spark = spark
+    def __init__(self, sql: SqlSession, locator: TableLocator) -> None:
+        self._sql = sql
         self._locator = locator
         self._name = locator.internal_sql_name(_TABLE)
         self._known: dict[TableName, int] | None = None
@@ -33,7 +33,7 @@ class Tombstones:
     def _load(self) -> dict[TableName, int]:
         if self._known is None:
             try:
-                rows = self._spark.table(self._name).collect()
+                rows = self._sql.table(self._name).collect()
             except AnalysisException as err:
                 if not is_missing_table(err):
                     raise
@@ -45,13 +45,14 @@ class Tombstones:
         return self._load().get(table)
 
     def record(self, table: TableName, removed_ts: int, reason: str) -> None:
-        ensure_internal_table(self._spark, self._locator, _TABLE, _COLUMNS)
+        ensure_internal_table(self._sql, self._locator, _TABLE, _COLUMNS)
         row = [(table.database, table.table, removed_ts, reason, dt.datetime.now(dt.timezone.utc))]
-        with temp_view(self._spark, row, _COLUMNS, _SOURCE_VIEW) as source:
-            self._spark.sql(
+        with self._sql.view(row, _COLUMNS) as source:
+            self._sql.run(
                 f"MERGE INTO {self._name} AS t USING {source} AS s "
                 "ON t.database = s.database AND t.table = s.table "
                 "WHEN MATCHED AND s.removed_ts > t.removed_ts THEN UPDATE SET * "
-                "WHEN NOT MATCHED THEN INSERT *"
+                "WHEN NOT MATCHED THEN INSERT *",
+                what="record tombstone",
             )
         self._load()[table] = max(removed_ts, self._load().get(table, removed_ts))

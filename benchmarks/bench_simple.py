@@ -30,13 +30,14 @@ os.environ.setdefault("TICDC_DELTA_CACHE", str(Path(__file__).resolve().parent.p
 
 from apply.collapse import collapse  # noqa: E402
 from jobs import config as config_module  # noqa: E402
-from jobs.local_kafka import LocalKafka  # noqa: E402
 from jobs.pipeline import Pipeline  # noqa: E402
-from jobs.produce import ensure_topic, produce  # noqa: E402
 from jobs.session import get_spark  # noqa: E402
 from schema_cache.events import RawMessage, RowChange  # noqa: E402
 from schema_cache.simple.decoder import SimpleDecoder  # noqa: E402
-from schema_cache.simple.writer import SimpleJsonWriter, column, table_schema, timestamp  # noqa: E402
+from testbed.encoders.simple import SimpleJsonWriter  # noqa: E402
+from testbed.local_kafka import LocalKafka  # noqa: E402
+from testbed.produce import ensure_topic, produce  # noqa: E402
+from testbed.tables import column, table_schema, timestamp  # noqa: E402
 
 PARTITIONS = 3
 TXN_SIZE = 50  # row events per upstream transaction (one commitTs)
@@ -131,7 +132,7 @@ def bench_end_to_end(stream: list[tuple[int, bytes]], rows: int, batch: int) -> 
                 }
             )
             start = time.perf_counter()
-            result = Pipeline(config, spark).run()
+            result = Pipeline.from_config(config, spark).run()
             elapsed = time.perf_counter() - start
             print(f"end to end ({run}): {result.rows_applied:>9,} row events in {elapsed:6.2f}s = "
                   f"{result.rows_applied / elapsed:>10,.0f} events/s ({result.batches} rounds, "

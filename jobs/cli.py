@@ -1,4 +1,4 @@
-"""Command line: `ticdc-delta run` (the job) and `ticdc-delta demo`.
+"""Command line: `ticdc-delta run` (the job), and `ticdc-delta demo` from a repository checkout.
 
 Exit status: 0 done, 2 bad configuration, 3 bad input under the `fail`
 policy (the message is named), 1 anything else.
@@ -66,7 +66,7 @@ def _command_run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     _install_stop_handlers(stop)
     spark = get_spark(config.spark.master, config.spark.conf)
-    result = Pipeline(config, spark, stop=stop).run()
+    result = Pipeline.from_config(config, spark, stop=stop).run()
     log.info(
         "done: %d messages, %d rows applied, %d DDL, %d replays skipped, %d dead letters, %d waiting",
         result.messages,
@@ -80,8 +80,14 @@ def _command_run(args: argparse.Namespace) -> int:
 
 
 def _command_demo(args: argparse.Namespace) -> int:
-    from jobs.demo import run_demo
-
+    # The demo's broker, stream and stand-in encoders are not part of the
+    # installed product: they live in the repository's testbed/ package.
+    try:
+        from testbed.demo import run_demo
+    except ImportError:
+        raise ConfigError(
+            "the demo needs the repository checkout (its testbed/ package); run scripts/demo there"
+        ) from None
     run_demo(args.workdir)
     return 0
 

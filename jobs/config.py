@@ -8,41 +8,27 @@ allowed.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
-from urllib.parse import urlparse
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
+from urllib.parse import urlparse
 
-from schema_cache.decoder import DECODERS
+import tomllib
+
 from schema_cache.exceptions import ConfigError
-from schema_cache.large_messages import COMPRESSIONS, ClaimCheck
-from schema_cache.ticdc_avro.registry import RegistryOptions
-from schema_cache.ticdc_avro.table_schema import AvroOptions
+from schema_cache.options import ProtocolOptions, require_choice, require_positive
+from schema_cache.protocols import protocol_options
+from schema_cache.simple.options import SimpleOptions
+from schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
 from schema_cache.types import TypeOptions
 
 RUN_MODES = ("until-idle", "continuous")
-# Protocols whose watermarks (commitTs ordering) depend on the TiDB extension.
-WATERMARK_EXTENSION_PROTOCOLS = ("debezium", "canal-json")
-AVRO_DECIMAL_MODES = ("precise", "string")
-AVRO_BIGINT_UNSIGNED_MODES = ("long", "string")
 BAD_MESSAGE_POLICIES = ("fail", "dead-letter")
 START_POSITIONS = ("earliest", "latest")
-ENCODINGS = ("json", "avro")
 
 # librdkafka properties the product sets itself; users may not override them.
 _MANAGED_KAFKA_PROPERTIES = {"bootstrap.servers", "group.id", "enable.auto.commit", "auto.offset.reset"}
 _SECRET_MARKERS = ("password", "secret", "jaas", "token", "key.pem", "private")
-
-
-def _require_choice(key: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{key}: {value!r} is not allowed; allowed: {', '.join(allowed)}")
-
-
-def _require_positive(key: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-        raise ConfigError(f"{key}: must be a positive number, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -64,7 +50,7 @@ class KafkaConfig:
             raise ConfigError("kafka.bootstrap_servers: required")
         if not self.group_id:
             raise ConfigError("kafka.group_id: required")
-        _require_choice("kafka.start_from", self.start_from, START_POSITIONS)
+        require_choice("kafka.start_from", self.start_from, START_POSITIONS)
         managed = sorted(_MANAGED_KAFKA_PROPERTIES & set(self.properties))
         if managed:
             raise ConfigError(
@@ -73,71 +59,7 @@ class KafkaConfig:
             )
 
     def redacted_properties(self) -> dict[str, str]:
-        return {
-            k: ("***" if any(marker in k.lower() for marker in _SECRET_MARKERS) else v)
-            for k, v in self.properties.items()
-        }
-
-
-@dataclass(frozen=True)
-class ProtocolConfig:
-    name: str = "simple"
-    # simple: json or avro (Simple's own Avro schema)
-    encoding: str = "json"
-    # simple, debezium without schemas: how long a row change may wait for its
-    # structure (BOOTSTRAP / DDL) before it is bad input.
-    schema_wait_seconds: float = 600.0
-    # avro, debezium, canal-json: as the changefeed's sink-uri says. debezium
-    # and canal-json send watermarks (and canal-json commitTs) only with it.
-    enable_tidb_extension: bool = False
-    # debezium, canal-json without the extension: accept ordering by partition
-    # offset instead of commitTs behind watermarks (weaker; see the README)
-    allow_offset_ordering: bool = False
-    # avro: as the changefeed's sink-uri options say
-    avro_decimal_handling_mode: str = "precise"
-    avro_bigint_unsigned_handling_mode: str = "long"
-    # avro: also write _tidb_op / _tidb_commit_ts / ... as columns
-    keep_extension_columns: bool = False
-    # avro, canal-json, open-protocol: the TiCDC server's time zone (their
-    # TIMESTAMP strings carry none)
-    timestamp_zone: str = "UTC"
-    # TiCDC large-message handling, as the changefeed's [sink.kafka-config.large-message-handle]
-    large_message_compression: str = "none"
-    # where claim-checked messages are read from (fsspec URL or local path); only
-    # files directly under it are ever read
-    claim_check_root: str = ""
-    claim_check_raw_value: bool = False
-
-    def __post_init__(self) -> None:
-        _require_choice("protocol.name", self.name, tuple(sorted(DECODERS)))
-        _require_choice("protocol.encoding", self.encoding, ENCODINGS)
-        _require_positive("protocol.schema_wait_seconds", self.schema_wait_seconds)
-        _require_choice("protocol.avro_decimal_handling_mode", self.avro_decimal_handling_mode, AVRO_DECIMAL_MODES)
-        _require_choice(
-            "protocol.avro_bigint_unsigned_handling_mode",
-            self.avro_bigint_unsigned_handling_mode,
-            AVRO_BIGINT_UNSIGNED_MODES,
-        )
-        _require_choice("protocol.large_message_compression", self.large_message_compression, COMPRESSIONS)
-        for key in ("enable_tidb_extension", "keep_extension_columns", "claim_check_raw_value", "allow_offset_ordering"):
-            if not isinstance(getattr(self, key), bool):
-                raise ConfigError(f"protocol.{key}: must be true or false, got {getattr(self, key)!r}")
-        try:
-            ZoneInfo(self.timestamp_zone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ConfigError(f"protocol.timestamp_zone: unknown time zone {self.timestamp_zone!r}") from None
-
-    def claim_check(self) -> ClaimCheck | None:
-        return ClaimCheck(self.claim_check_root, self.claim_check_raw_value) if self.claim_check_root else None
-
-    def avro_options(self) -> AvroOptions:
-        return AvroOptions(
-            decimal_handling_mode=self.avro_decimal_handling_mode,
-            bigint_unsigned_handling_mode=self.avro_bigint_unsigned_handling_mode,
-            enable_tidb_extension=self.enable_tidb_extension,
-            keep_extension_columns=self.keep_extension_columns,
-            timestamp_zone=self.timestamp_zone,
-        )
+        return _redacted(self.properties)
 
 
 @dataclass(frozen=True)
@@ -164,10 +86,10 @@ class RunConfig:
     idle_timeout_seconds: float = 30.0
 
     def __post_init__(self) -> None:
-        _require_choice("run.mode", self.mode, RUN_MODES)
-        _require_positive("run.batch_max_messages", self.batch_max_messages)
-        _require_positive("run.batch_max_seconds", self.batch_max_seconds)
-        _require_positive("run.idle_timeout_seconds", self.idle_timeout_seconds)
+        require_choice("run.mode", self.mode, RUN_MODES)
+        require_positive("run.batch_max_messages", self.batch_max_messages)
+        require_positive("run.batch_max_seconds", self.batch_max_seconds)
+        require_positive("run.idle_timeout_seconds", self.idle_timeout_seconds)
 
 
 @dataclass(frozen=True)
@@ -175,7 +97,7 @@ class PolicyConfig:
     on_bad_message: str = "fail"
 
     def __post_init__(self) -> None:
-        _require_choice("policy.on_bad_message", self.on_bad_message, BAD_MESSAGE_POLICIES)
+        require_choice("policy.on_bad_message", self.on_bad_message, BAD_MESSAGE_POLICIES)
 
 
 @dataclass(frozen=True)
@@ -190,40 +112,41 @@ class SparkConfig:
 class Config:
     kafka: KafkaConfig
     target: TargetConfig
-    protocol: ProtocolConfig = ProtocolConfig()
+    # [protocol]: `name` picks the protocol, the other keys are its options
+    # (schema_cache/<protocol>/options.py); avro's include the [registry] section.
+    protocol: ProtocolOptions = field(default_factory=SimpleOptions)
     run: RunConfig = RunConfig()
     policy: PolicyConfig = PolicyConfig()
     spark: SparkConfig = SparkConfig()
     # How TiDB types without one obvious Spark type land (schema_cache.types).
     types: TypeOptions = TypeOptions()
-    # Confluent Schema Registry (protocol avro).
-    registry: RegistryOptions = RegistryOptions()
 
-    def __post_init__(self) -> None:
-        protocol = self.protocol
-        if protocol.name == "avro" and not self.registry.url:
-            raise ConfigError("registry.url: required for protocol 'avro'")
-        if protocol.name in WATERMARK_EXTENSION_PROTOCOLS and not (
-            protocol.enable_tidb_extension or protocol.allow_offset_ordering
-        ):
-            raise ConfigError(
-                f"protocol.enable_tidb_extension: {protocol.name} sends watermarks only with TiCDC's "
-                "enable-tidb-extension=true; enable it in the changefeed and here, or set "
-                "protocol.allow_offset_ordering = true to order by partition offset instead (see the README)"
-            )
+    @property
+    def registry(self) -> RegistryOptions | None:
+        return self.protocol.registry if isinstance(self.protocol, AvroOptions) else None
 
     def describe(self) -> dict[str, Any]:
         """The effective configuration with secrets redacted, for the start-up log."""
-        described = dataclasses.asdict(self)
-        described["kafka"]["properties"] = self.kafka.redacted_properties()
-        described["spark"]["conf"] = {
-            k: ("***" if any(m in k.lower() for m in _SECRET_MARKERS) else v) for k, v in self.spark.conf.items()
+        described = {
+            "kafka": {**dataclasses.asdict(self.kafka), "properties": self.kafka.redacted_properties()},
+            "target": dataclasses.asdict(self.target),
+            "protocol": self.protocol.settings(),
+            "run": dataclasses.asdict(self.run),
+            "policy": dataclasses.asdict(self.policy),
+            "spark": {"master": self.spark.master, "conf": _redacted(self.spark.conf)},
+            "types": dataclasses.asdict(self.types),
         }
-        registry = described["registry"]
-        registry["url"] = _redact_url(registry["url"])
-        for key in ("basic_auth_user_info", "ssl_key_password"):
-            registry[key] = "***" if registry[key] else ""
+        if self.registry is not None:
+            registry = dataclasses.asdict(self.registry)
+            registry["url"] = _redact_url(registry["url"])
+            for key in ("basic_auth_user_info", "ssl_key_password"):
+                registry[key] = "***" if registry[key] else ""
+            described["registry"] = registry
         return described
+
+
+def _redacted(values: Mapping[str, str]) -> dict[str, str]:
+    return {k: ("***" if any(marker in k.lower() for marker in _SECRET_MARKERS) else v) for k, v in values.items()}
 
 
 def _redact_url(url: str) -> str:
@@ -237,7 +160,7 @@ def _redact_url(url: str) -> str:
 _SECTIONS = {
     "kafka": KafkaConfig,
     "target": TargetConfig,
-    "protocol": ProtocolConfig,
+    "protocol": None,  # built by schema_cache.protocols from its `name`
     "run": RunConfig,
     "policy": PolicyConfig,
     "spark": SparkConfig,
@@ -261,6 +184,19 @@ def _section(name: str, values: Mapping[str, Any]):
         raise ConfigError(f"{name}: {err}") from err
 
 
+def _protocol(values: Mapping[str, Any]) -> ProtocolOptions:
+    protocol = dict(values.get("protocol") or {})
+    if not isinstance(values.get("protocol", {}), Mapping):
+        raise ConfigError(f"protocol: must be a table, got {type(values['protocol']).__name__}")
+    name = protocol.pop("name", SimpleOptions.name)
+    registry = _section("registry", values["registry"]) if "registry" in values else None
+    if name == AvroOptions.name:
+        return protocol_options(name, protocol, registry=registry or RegistryOptions())
+    if registry is not None:
+        raise ConfigError(f"registry: only protocol 'avro' reads a schema registry; protocol.name is {name!r}")
+    return protocol_options(name, protocol)
+
+
 def from_mapping(values: Mapping[str, Any]) -> Config:
     """Build a Config from nested mappings (a parsed TOML document)."""
     unknown = sorted(set(values) - set(_SECTIONS))
@@ -269,7 +205,9 @@ def from_mapping(values: Mapping[str, Any]) -> Config:
     for name in _REQUIRED_SECTIONS:
         if name not in values:
             raise ConfigError(f"{name}: section is required")
-    return Config(**{name: _section(name, section) for name, section in values.items()})
+    sections = {name: _section(name, section) for name, section in values.items() if _SECTIONS[name] is not None}
+    sections.pop("registry", None)
+    return Config(**sections, protocol=_protocol(values))
 
 
 def load(path: str | None, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Config:

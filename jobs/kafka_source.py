@@ -10,22 +10,21 @@ Scale out by running one materializer per set of topics.
 from __future__ import annotations
 
 import logging
-from typing import Mapping
+import time
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaPartition
 
 from jobs.config import KafkaConfig
-from schema_cache.events import RawMessage
-from schema_cache.exceptions import MaterializerError
+from schema_cache.events import RawMessage, TopicPartition
+from schema_cache.exceptions import SourceError
 
 log = logging.getLogger(__name__)
 
-TP = tuple[str, int]
 _METADATA_TIMEOUT = 30.0
-
-
-class SourceError(MaterializerError):
-    """Kafka could not be read."""
+T = TypeVar("T")
 
 
 class KafkaSource:
@@ -41,8 +40,8 @@ class KafkaSource:
                 "auto.offset.reset": config.start_from,
             }
         )
-        self._next: dict[TP, int] = {}
-        self._end: dict[TP, int] = {}
+        self._next: dict[TopicPartition, int] = {}
+        self._end: dict[TopicPartition, int] = {}
 
     def partitions(self) -> dict[str, list[int]]:
         try:
@@ -57,17 +56,34 @@ class KafkaSource:
             found[topic] = sorted(described.partitions)
         return found
 
-    def open(self, resume: Mapping[TP, int] | None = None) -> dict[str, list[int]]:
+    def _retrying(self, what: str, call: Callable[[], T]) -> T:
+        """`call`, again while Kafka answers with a retriable error (a coordinator still loading, ...)."""
+        deadline = time.monotonic() + _METADATA_TIMEOUT
+        while True:
+            try:
+                return call()
+            except KafkaException as err:
+                error = err.args[0] if err.args else None
+                retriable = isinstance(error, KafkaError) and error.retriable()
+                if not retriable or time.monotonic() >= deadline:
+                    raise SourceError(f"cannot {what} at {self._config.bootstrap_servers}: {err}") from err
+                log.info("Kafka: %s; retrying", err)
+                time.sleep(0.5)
+
+    def open(self, resume: Mapping[TopicPartition, int] | None = None) -> dict[str, list[int]]:
         """Assign every partition; start at `resume`, else the group's commits, else `start_from`.
 
         Also notes each partition's end offset now: what "until idle" drains.
         """
         partitions = self.partitions()
-        tps = [TopicPartition(t, p) for t, ids in partitions.items() for p in ids]
-        committed = {(c.topic, c.partition): c.offset for c in self._consumer.committed(tps, timeout=_METADATA_TIMEOUT)}
+        tps = [KafkaPartition(t, p) for t, ids in partitions.items() for p in ids]
+        committed = {
+            TopicPartition(c.topic, c.partition): c.offset
+            for c in self._retrying("read the group's committed offsets", lambda: self._consumer.committed(tps, timeout=_METADATA_TIMEOUT))
+        }
         assignment = []
         for tp in tps:
-            key = (tp.topic, tp.partition)
+            key = TopicPartition(tp.topic, tp.partition)
             low, high = self._consumer.get_watermark_offsets(tp, timeout=_METADATA_TIMEOUT)
             self._end[key] = high
             start = (resume or {}).get(key)
@@ -77,12 +93,12 @@ class KafkaSource:
                 start = low if self._config.start_from == "earliest" else high
             start = max(start, low)  # retention may have removed what we would resume from
             self._next[key] = start
-            assignment.append(TopicPartition(tp.topic, tp.partition, start))
+            assignment.append(KafkaPartition(tp.topic, tp.partition, start))
         self._consumer.assign(assignment)
         log.info(
             "reading %s from %s",
-            ", ".join(f"{t}[{p}]" for t, p in self._next),
-            {f"{t}[{p}]": o for (t, p), o in self._next.items()},
+            ", ".join(str(tp) for tp in self._next),
+            {str(tp): o for tp, o in self._next.items()},
         )
         return partitions
 
@@ -97,41 +113,30 @@ class KafkaSource:
                     raise SourceError(f"reading {message.topic()}[{message.partition()}] failed: {error}")
                 log.warning("transient Kafka error: %s", error)
                 continue
-            key = (message.topic(), message.partition())
-            self._next[key] = message.offset() + 1
-            _, timestamp = message.timestamp()
-            out.append(
-                RawMessage(
-                    topic=message.topic(),
-                    partition=message.partition(),
-                    offset=message.offset(),
-                    key=message.key(),
-                    value=message.value(),
-                    headers=tuple(message.headers() or ()),
-                    timestamp_ms=timestamp if timestamp > 0 else None,
-                )
-            )
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            self._next[TopicPartition(topic, partition)] = offset + 1
+            out.append(RawMessage(topic, partition, offset, message.key(), message.value()))
         return out
 
-    def next_offsets(self) -> dict[TP, int]:
+    def next_offsets(self) -> dict[TopicPartition, int]:
         """Per partition, the offset after the last message read."""
         return dict(self._next)
 
     def caught_up(self) -> bool:
         """True once every partition was read up to its end offset noted at `open`."""
-        positions = self._consumer.position([TopicPartition(t, p) for t, p in self._next])
+        positions = self._consumer.position([KafkaPartition(tp.topic, tp.partition) for tp in self._next])
         for tp in positions:
-            key = (tp.topic, tp.partition)
+            key = TopicPartition(tp.topic, tp.partition)
             # position() also steps over transaction markers, which are never delivered.
             reached = max(self._next[key], tp.offset if tp.offset >= 0 else -1)
             if reached < self._end[key]:
                 return False
         return True
 
-    def commit(self, offsets: Mapping[TP, int]) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         if offsets:
             self._consumer.commit(
-                offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+                offsets=[KafkaPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()], asynchronous=False
             )
 
     def close(self) -> None:

@@ -12,17 +12,21 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from apply.applier import Applier
 from apply.checkpoint import Checkpoint, CheckpointStore
 from apply.dead_letters import DeadLetterTable
-from apply.gate import ArrivalGate, WatermarkGate
+from apply.delta_writer import DeltaWriter
+from apply.gate import Gate, gate_for
 from apply.locator import CatalogLocator, PathLocator, TableLocator
+from apply.sql_session import SqlSession
+from apply.tombstones import Tombstones
 from jobs.config import Config
 from jobs.kafka_source import KafkaSource
-from schema_cache.decoder import Decoder, DecoderOptions, create_decoder
-from schema_cache.events import Ordering, TableName
+from schema_cache.decoder import Decoder
+from schema_cache.events import Ordering, TableName, TopicPartition
 from schema_cache.exceptions import DecodeError
 
 log = logging.getLogger(__name__)
@@ -43,36 +47,54 @@ class RunResult:
     replays_skipped: int = 0
     dead_letters: int = 0
     waiting: int = 0
-    tables: dict[str, dict] = field(default_factory=dict)
+
+
+GateFactory = Callable[[Ordering, Mapping[str, Iterable[int]]], Gate]
 
 
 class Pipeline:
-    def __init__(self, config: Config, spark, *, stop: threading.Event | None = None) -> None:
+    """The batch loop over its collaborators; `Pipeline.from_config` builds the production set."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        source: KafkaSource,
+        decoder: Decoder,
+        applier: Applier,
+        checkpoints: CheckpointStore,
+        dead_letters: DeadLetterTable,
+        gate_factory: GateFactory = gate_for,
+        stop: threading.Event | None = None,
+    ) -> None:
         self._config = config
         self._consumer_id = config.kafka.group_id
-        locator = locator_for(config)
-        self._decoder: Decoder = create_decoder(
-            config.protocol.name,
-            DecoderOptions(
-                encoding=config.protocol.encoding,
-                schema_wait_seconds=config.protocol.schema_wait_seconds,
-                types=config.types,
-                avro=config.protocol.avro_options(),
-                registry=config.registry,
-                enable_tidb_extension=config.protocol.enable_tidb_extension,
-                compression=config.protocol.large_message_compression,
-                claim_check=config.protocol.claim_check(),
-                timestamp_zone=config.protocol.timestamp_zone,
-            ),
-        )
-        self._applier = Applier(spark, locator, self._decoder.ordering)
-        self._checkpoints = CheckpointStore(spark, locator)
-        self._dead_letters = DeadLetterTable(spark, locator, self._consumer_id)
-        self._source = KafkaSource(config.kafka)
+        self._source = source
+        self._decoder = decoder
+        self._applier = applier
+        self._checkpoints = checkpoints
+        self._dead_letters = dead_letters
+        self._gate_factory = gate_factory
         self._stop = stop or threading.Event()
-        self._gate: WatermarkGate | ArrivalGate | None = None
+        self._gate: Gate | None = None
         self._batch = 0
         self._saved: tuple | None = None
+
+    @classmethod
+    def from_config(cls, config: Config, spark, *, stop: threading.Event | None = None) -> Pipeline:
+        """The production pipeline: Kafka, the protocol's decoder, Delta tables on a session of its own."""
+        sql = SqlSession(spark)
+        locator = locator_for(config)
+        decoder = config.protocol.create_decoder(config.types)
+        return cls(
+            config,
+            source=KafkaSource(config.kafka),
+            decoder=decoder,
+            applier=Applier(DeltaWriter(sql, locator), Tombstones(sql, locator), decoder.ordering),
+            checkpoints=CheckpointStore(sql, locator),
+            dead_letters=DeadLetterTable(sql, locator, config.kafka.group_id),
+            stop=stop,
+        )
 
     def run(self) -> RunResult:
         log.info("effective configuration: %s", json.dumps(self._config.describe(), sort_keys=True))
@@ -89,8 +111,7 @@ class Pipeline:
             self._decoder.restore(checkpoint.decoder_state)
             self._batch = checkpoint.batch
         partitions = self._source.open(checkpoint.offsets if checkpoint else None)
-        gate = WatermarkGate if self._decoder.ordering is Ordering.COMMIT_TS else ArrivalGate
-        self._gate = gate(partitions)
+        self._gate = self._gate_factory(self._decoder.ordering, partitions)
         if checkpoint is not None:
             self._gate.restore(checkpoint.watermarks)
 
@@ -112,7 +133,6 @@ class Pipeline:
                 )
                 break
         result.waiting = len(self._gate) + len(self._decoder.parked())
-        result.tables = {str(t): point for t, point in self._applier.applied().items()}
         if result.waiting:
             log.info(
                 "%d events wait for a later watermark or their schema; they stay uncommitted for the next run",
@@ -162,7 +182,6 @@ class Pipeline:
                     batch=self._batch,
                     offsets=offsets,
                     watermarks=watermarks,
-                    tables={str(t): point for t, point in self._applier.applied().items()},
                     decoder_state=self._decoder.state(),
                 )
             )
@@ -198,10 +217,10 @@ class Pipeline:
         log.warning("dead-lettering %s: %s", err.position, err.reason)
         errors.append(err)
 
-    def _committable_offsets(self) -> dict[tuple[str, int], int]:
+    def _committable_offsets(self) -> dict[TopicPartition, int]:
         offsets = self._source.next_offsets()
         held = self._gate.pending_offsets()
         for parked in self._decoder.parked():
-            tp = (parked.position.topic, parked.position.partition)
+            tp = parked.position.topic_partition
             held[tp] = min(held.get(tp, parked.position.offset), parked.position.offset)
         return {tp: min(offset, held.get(tp, offset)) for tp, offset in offsets.items()}

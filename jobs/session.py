@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from pyspark.sql import SparkSession
 

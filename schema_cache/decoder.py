@@ -1,17 +1,17 @@
-"""The one decoder interface, and the one place a protocol name picks a decoder."""
+"""The one decoder interface, and the boundary where bad input becomes a DecodeError.
+
+Which decoder a protocol name selects is decided in `schema_cache.protocols`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Protocol
+import struct
+from collections.abc import Callable
+from typing import Protocol
 
-from schema_cache.events import Event, Ordering, RawMessage
-from schema_cache.exceptions import ConfigError, DecodeError
-from schema_cache.large_messages import ClaimCheck
+from schema_cache.events import Event, Ordering, RawMessage, TableSchema
+from schema_cache.exceptions import DecodeError, InvalidMessage
 from schema_cache.parking import ParkedMessage
-from schema_cache.ticdc_avro.registry import RegistryOptions
-from schema_cache.ticdc_avro.table_schema import AvroOptions
-from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 
 class Decoder(Protocol):
@@ -42,8 +42,17 @@ class Decoder(Protocol):
     def restore(self, state: bytes) -> None: ...
 
 
-class Stateless:
-    """For decoders whose messages carry their own structure: nothing parked, nothing to save."""
+class SelfDescribing:
+    """For decoders whose messages name or carry their structure: nothing is ever parked, nothing to save unless overridden.
+
+    Subclasses implement `_decode`; `decode` runs it at the bad-input boundary.
+    """
+
+    def decode(self, message: RawMessage) -> list[Event]:
+        return decoding(message, self._decode)
+
+    def _decode(self, message: RawMessage) -> list[Event]:
+        raise NotImplementedError
 
     def parked(self) -> list[ParkedMessage]:
         return []
@@ -58,92 +67,42 @@ class Stateless:
         pass
 
 
-@dataclass(frozen=True, slots=True)
-class DecoderOptions:
-    encoding: str = "json"
-    schema_wait_seconds: float = 600.0
-    types: TypeOptions = DEFAULT_OPTIONS
-    avro: AvroOptions = AvroOptions()
-    registry: RegistryOptions = RegistryOptions()
-    enable_tidb_extension: bool = False
-    # TiCDC large-message handling: the compression of every value, and where
-    # claim-checked messages are read from (None: not configured).
-    compression: str = "none"
-    claim_check: ClaimCheck | None = None
-    # The TiCDC server's time zone, for protocols whose TIMESTAMP text names none.
-    timestamp_zone: str = "UTC"
+# What malformed input makes Python raise while a message is picked apart.
+_MALFORMED = (
+    InvalidMessage,
+    ValueError,
+    KeyError,
+    TypeError,
+    IndexError,
+    AttributeError,
+    EOFError,
+    RecursionError,
+    OverflowError,
+    ArithmeticError,
+    struct.error,
+)
 
 
-def _simple(options: DecoderOptions) -> Decoder:
-    from schema_cache.simple.decoder import ENCODINGS, SimpleDecoder
-
-    if options.encoding not in ENCODINGS:
-        raise ConfigError(
-            f"protocol.encoding: {options.encoding!r} is not allowed for protocol 'simple'; "
-            f"allowed: {', '.join(ENCODINGS)}"
-        )
-    return SimpleDecoder(
-        encoding=options.encoding,
-        types=options.types,
-        schema_wait_seconds=options.schema_wait_seconds,
-        compression=options.compression,
-        claim_check=options.claim_check,
-    )
-
-
-def _ticdc_avro(options: DecoderOptions) -> Decoder:
-    from schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
-    from schema_cache.ticdc_avro.registry import SchemaRegistry
-
-    return TiCDCAvroDecoder(SchemaRegistry(options.registry), options.avro, options.types)
-
-
-def _debezium(options: DecoderOptions) -> Decoder:
-    from schema_cache.debezium.decoder import DebeziumDecoder
-
-    return DebeziumDecoder(
-        enable_tidb_extension=options.enable_tidb_extension,
-        types_options=options.types,
-        schema_wait_seconds=options.schema_wait_seconds,
-    )
-
-
-def _canal_json(options: DecoderOptions) -> Decoder:
-    from schema_cache.canal.decoder import CanalJsonDecoder
-
-    return CanalJsonDecoder(
-        enable_tidb_extension=options.enable_tidb_extension,
-        types_options=options.types,
-        timestamp_zone=options.timestamp_zone,
-        compression=options.compression,
-        claim_check=options.claim_check,
-    )
-
-
-def _open_protocol(options: DecoderOptions) -> Decoder:
-    from schema_cache.open_protocol.decoder import OpenProtocolDecoder
-
-    return OpenProtocolDecoder(
-        types_options=options.types,
-        timestamp_zone=options.timestamp_zone,
-        compression=options.compression,
-        claim_check=options.claim_check,
-    )
-
-
-DECODERS: dict[str, Callable[[DecoderOptions], Decoder]] = {
-    "simple": _simple,
-    "avro": _ticdc_avro,
-    "debezium": _debezium,
-    "canal-json": _canal_json,
-    "open-protocol": _open_protocol,
-}
-
-
-def create_decoder(protocol: str, options: DecoderOptions = DecoderOptions()) -> Decoder:
+def decoding(message: RawMessage, decode: Callable[[RawMessage], list[Event]]) -> list[Event]:
+    """Run `decode`; whatever bad input raises becomes a DecodeError naming the message."""
     try:
-        factory = DECODERS[protocol]
-    except KeyError:
-        allowed = ", ".join(sorted(DECODERS))
-        raise ConfigError(f"protocol.name: unknown protocol {protocol!r}; allowed: {allowed}") from None
-    return factory(options)
+        return decode(message)
+    except DecodeError:
+        raise
+    except InvalidMessage as err:
+        raise DecodeError.about(message, str(err)) from err
+    except _MALFORMED as err:
+        raise DecodeError.about(message, f"{type(err).__name__}: {err}") from err
+
+
+def require_handle_key(schema: TableSchema) -> None:
+    """Reject a row change of a table without a handle key.
+
+    MERGE finds rows by key; without a primary key or NOT NULL unique key an
+    UPDATE or DELETE cannot be applied exactly, so such rows are bad input
+    (fail or dead-letter by policy), never guessed at.
+    """
+    if not schema.key:
+        raise InvalidMessage(
+            f"table {schema.name} has no primary key and no NOT NULL unique key; its rows cannot be merged by key"
+        )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Union
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +22,22 @@ class TableName:
         return f"{self.database}.{self.table}"
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    """One partition of a Kafka topic; written `topic/partition` (Kafka names cannot hold '/')."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}/{self.partition}"
+
+    @staticmethod
+    def parse(text: str) -> TopicPartition:
+        topic, _, partition = text.rpartition("/")
+        return TopicPartition(topic, int(partition))
+
+
 @dataclass(frozen=True, slots=True)
 class Position:
     """Where a message was read: enough to find it again and to commit past it."""
@@ -30,6 +45,10 @@ class Position:
     topic: str
     partition: int
     offset: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
 
     def __str__(self) -> str:
         return f"{self.topic}[{self.partition}]@{self.offset}"
@@ -44,8 +63,6 @@ class RawMessage:
     offset: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...] = ()
-    timestamp_ms: int | None = None
 
     @property
     def position(self) -> Position:
@@ -59,14 +76,13 @@ class Column:
     `spark_type` is a Spark SQL type string (for example ``DECIMAL(20,0)``);
     `default` is the upstream default already converted to the Python value of
     that type (None when there is none or it cannot be represented, such as
-    ``CURRENT_TIMESTAMP``). `source_type` describes the upstream type for logs.
+    ``CURRENT_TIMESTAMP``).
     """
 
     name: str
     spark_type: str
     nullable: bool = True
     default: object = None
-    source_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,4 +185,4 @@ class Watermark:
     position: Position
 
 
-Event = Union[RowChange, SchemaChange, Watermark]
+Event = RowChange | SchemaChange | Watermark

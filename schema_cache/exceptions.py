@@ -1,7 +1,13 @@
-"""The project's exception hierarchy.
+"""Every error this project raises on purpose, in one hierarchy.
 
-`schema_cache` is the bottom layer every other package depends on, so the root
-exception lives here; `apply` and `jobs` raise subclasses of it.
+`schema_cache` is the bottom layer every other package depends on, so the
+whole hierarchy lives here; `apply` and `jobs` raise these classes.
+
+One raising style for bad input: code that picks a message apart raises
+`InvalidMessage` (it does not know where the message came from); the decoder
+boundary (`schema_cache.decoder.decoding`) turns it, and anything else
+malformed input makes Python raise, into a `DecodeError` naming the topic,
+partition and offset and keeping the raw bytes.
 """
 
 from __future__ import annotations
@@ -17,8 +23,27 @@ class ConfigError(MaterializerError):
     """A configuration value is missing, unknown or out of range."""
 
 
+# --- bad input -------------------------------------------------------------------------
+
+
+class InvalidMessage(MaterializerError):
+    """A message, or a value in it, is not what its protocol allows.
+
+    Raised without a position wherever a message is picked apart; the decoder
+    boundary wraps it in a DecodeError that names the message.
+    """
+
+
+class ValueConversionError(InvalidMessage):
+    """An upstream value does not fit its column type."""
+
+
+class SchemaIdNotFoundError(InvalidMessage):
+    """The schema registry does not know the schema id a message names."""
+
+
 class DecodeError(MaterializerError):
-    """A message could not be turned into events.
+    """A message could not be turned into events: the typed error for bad input.
 
     Carries the message's position and raw bytes so that a dead-letter record
     can be written and the message found again.
@@ -48,16 +73,30 @@ class DecodeError(MaterializerError):
 
 
 class SchemaNotFoundError(DecodeError):
-    """A row change refers to a table schema version that never arrived."""
+    """A row change waited longer than allowed for its table's structure."""
 
 
-class ValueConversionError(MaterializerError):
-    """An upstream value does not fit its column type.
+# --- services the job depends on ----------------------------------------------------------
 
-    Raised without a position by the type mapping; the decoder wraps it in a
-    DecodeError that names the message.
-    """
+
+class SourceError(MaterializerError):
+    """Kafka could not be read."""
+
+
+class RegistryError(MaterializerError):
+    """The schema registry refused a request (authentication, permissions, bad request)."""
+
+
+class RegistryUnavailableError(RegistryError):
+    """The schema registry could not be reached, or kept failing, for longer than allowed."""
+
+
+# --- applying ------------------------------------------------------------------------------
 
 
 class ApplyError(MaterializerError):
     """Events could not be applied to a Delta table."""
+
+
+class ConcurrentCommitError(ApplyError):
+    """Another writer kept committing to a table between our read and our commit, past the retries."""

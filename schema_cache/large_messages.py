@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import cramjam
 import fsspec
 
-from schema_cache.exceptions import ConfigError, ValueConversionError
+from schema_cache.exceptions import ConfigError, InvalidMessage
 
 COMPRESSIONS = ("none", "lz4", "snappy")
 
@@ -40,17 +40,8 @@ def decompress(codec: str, data: bytes) -> bytes:
         if codec == "snappy":
             return bytes(cramjam.snappy.decompress_raw(data))
     except Exception as err:  # noqa: BLE001 - cramjam raises its own DecompressionError
-        raise ValueConversionError(f"not {codec}-compressed as configured: {err}") from err
+        raise InvalidMessage(f"not {codec}-compressed as configured: {err}") from err
     raise ConfigError(f"protocol.large_message_compression: {codec!r} is not allowed; allowed: {', '.join(COMPRESSIONS)}")
-
-
-def compress(codec: str, data: bytes) -> bytes:
-    """What TiCDC does to a value (for the stand-in writers)."""
-    if codec == "lz4":
-        return bytes(cramjam.lz4.compress(data))
-    if codec == "snappy":
-        return bytes(cramjam.snappy.compress_raw(data))
-    return data
 
 
 @dataclass(frozen=True)
@@ -63,7 +54,7 @@ class ClaimCheck:
     def _path(self, location: str) -> str:
         name = posixpath.basename(location.replace("\\", "/"))
         if not name or name in (".", "..") or "/" in name:
-            raise ValueConversionError(f"claim-check location {location!r} names no file")
+            raise InvalidMessage(f"claim-check location {location!r} names no file")
         return self.root.rstrip("/") + "/" + name
 
     def read(self, location: str) -> tuple[bytes | None, bytes]:
@@ -73,9 +64,9 @@ class ClaimCheck:
             with fsspec.open(path, "rb") as handle:
                 content = handle.read()
         except FileNotFoundError as err:
-            raise ValueConversionError(f"claim-check file {path!r} does not exist") from err
+            raise InvalidMessage(f"claim-check file {path!r} does not exist") from err
         except OSError as err:
-            raise ValueConversionError(f"claim-check file {path!r} cannot be read: {err}") from err
+            raise InvalidMessage(f"claim-check file {path!r} cannot be read: {err}") from err
         if self.raw_value:
             return None, content
         try:
@@ -83,12 +74,30 @@ class ClaimCheck:
             key = stored.get("key")
             return (None if key is None else base64.b64decode(key)), base64.b64decode(stored["value"])
         except (ValueError, KeyError, TypeError, binascii.Error) as err:
-            raise ValueConversionError(f"claim-check file {path!r} is not a claim-check message: {err}") from err
+            raise InvalidMessage(f"claim-check file {path!r} is not a claim-check message: {err}") from err
 
 
-def handle_key_only() -> ValueConversionError:
+@dataclass(frozen=True)
+class LargeMessages:
+    """How a decoder undoes the changefeed's large-message handling: compression, claim-check."""
+
+    compression: str = "none"
+    claim_check: ClaimCheck | None = None
+
+    def value(self, data: bytes) -> bytes:
+        """A message value as TiCDC encoded it before compressing it."""
+        return decompress(self.compression, data)
+
+    def claimed(self, location: str) -> tuple[bytes | None, bytes]:
+        """(key, value) of the claim-checked original `location` names; the value still compressed."""
+        if self.claim_check is None:
+            raise InvalidMessage("a claim-check message, but protocol.claim_check_root is not set")
+        return self.claim_check.read(str(location))
+
+
+def handle_key_only() -> InvalidMessage:
     """The error for a message that carries only its handle key."""
-    return ValueConversionError(
+    return InvalidMessage(
         "the message holds only its handle key (TiCDC large-message-handle-option = handle-key-only); "
         "the full row would have to be read from upstream TiDB, which this job does not do, and applying "
         "the key columns alone would lose the others"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Callable, Hashable
 
 from schema_cache.events import Event, Position, RawMessage, TableName
 from schema_cache.exceptions import DecodeError, SchemaNotFoundError
@@ -31,9 +31,19 @@ class ParkedMessage:
 
 
 class ParkingLot:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    """Parked messages by what they wait for; `why` says, for a timed-out one, what never came."""
+
+    def __init__(
+        self,
+        max_wait_seconds: float,
+        why: Callable[[ParkedMessage], str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._max_wait_seconds = max_wait_seconds
+        self._why = why
         self._clock = clock
         self._by_key: dict[Hashable, list[ParkedMessage]] = defaultdict(list)
+        self._late_errors: list[DecodeError] = []
 
     def park(self, key: Hashable, message: RawMessage, table: TableName, commit_ts: int) -> None:
         self._by_key[key].append(ParkedMessage(message, table, commit_ts, self._clock()))
@@ -42,25 +52,29 @@ class ParkingLot:
         """Remove and return the messages waiting for `key`, oldest first."""
         return self._by_key.pop(key, [])
 
-    def decode_released(
-        self, key: Hashable, decode: Callable[[RawMessage], list[Event]], errors: list[DecodeError]
-    ) -> list[Event]:
+    def decode_released(self, key: Hashable, decode: Callable[[RawMessage], list[Event]]) -> list[Event]:
         """Decode the messages that waited for `key`, in arrival order.
 
         A failure belongs to the parked message, not to the one that released
-        it, so it is collected in `errors` instead of raised.
+        it, so it is kept for `take_errors` instead of raised.
         """
         events: list[Event] = []
         for parked in self.release(key):
             try:
                 events.extend(decode(parked.message))
             except DecodeError as err:
-                errors.append(err)
+                self._late_errors.append(err)
         return events
 
-    def expired_errors(self, max_wait_seconds: float, reason: Callable[[ParkedMessage], str]) -> list[DecodeError]:
-        """Typed errors for the messages that waited longer than `max_wait_seconds` (removed)."""
-        return [SchemaNotFoundError.about(p.message, reason(p)) for p in self.expire(max_wait_seconds)]
+    def take_errors(self) -> list[DecodeError]:
+        """Errors of parked messages: released ones that failed, and those that waited too long (removed).
+
+        These belong to messages decoded earlier, so they cannot be raised from
+        the `decode` call that happened to trigger them.
+        """
+        late, self._late_errors = self._late_errors, []
+        expired = [SchemaNotFoundError.about(p.message, self._why(p)) for p in self.expire(self._max_wait_seconds)]
+        return late + expired
 
     def expire(self, max_wait_seconds: float) -> list[ParkedMessage]:
         """Remove and return messages parked longer than `max_wait_seconds`."""

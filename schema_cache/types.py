@@ -26,8 +26,8 @@ import dataclasses
 import datetime as dt
 import decimal
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Sequence
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from schema_cache.exceptions import ConfigError, ValueConversionError
@@ -356,23 +356,6 @@ def text_converter(t: TiDBType, options: TypeOptions = DEFAULT_OPTIONS) -> Conve
     if target.startswith("DECIMAL"):
         return _to_decimal
     return _CONVERTERS_BY_SPARK_TYPE[target]
-
-
-def convert_values(
-    names: Sequence[str], converters: Sequence[Converter], lookup: Callable[[str], object]
-) -> tuple:
-    """A row as a tuple: each column's raw value (`lookup(name)`) through its converter; None stays None."""
-    out = []
-    for name, convert in zip(names, converters, strict=True):
-        raw = lookup(name)
-        if raw is None:
-            out.append(None)
-            continue
-        try:
-            out.append(convert(raw))
-        except (ValueError, TypeError, ArithmeticError, OverflowError, ValueConversionError) as err:
-            raise ValueConversionError(f"column {name!r}: cannot convert {raw!r}: {err}") from err
-    return tuple(out)
 
 
 # Defaults TiDB evaluates at write time (CURRENT_TIMESTAMP(3), NOW(), ...): there

@@ -12,9 +12,20 @@ import pytest
 os.environ.setdefault("TICDC_DELTA_CACHE", str(Path(__file__).resolve().parent.parent / ".cache"))
 
 
+# Fixtures that start a JVM (Spark, the Kafka broker): a test using one is end to end,
+# so `-m "not e2e"` never starts one.
+_HEAVY_FIXTURES = {"spark", "sql", "kafka"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if _HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory):
-    from jobs.local_kafka import LocalKafka
+    from testbed.local_kafka import LocalKafka
 
     broker = LocalKafka(tmp_path_factory.mktemp("kafka"))
     broker.start()
@@ -37,6 +48,14 @@ def spark(tmp_path_factory):
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def sql(spark):
+    """The job's kind of SQL session (a fork of the test session), for tests that drive apply/ directly."""
+    from apply.sql_session import SqlSession
+
+    return SqlSession(spark)
 
 
 @pytest.fixture

@@ -9,9 +9,18 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
-from schema_cache.changefeed import Changefeed
+from schema_cache.canal.decoder import CanalJsonDecoder
+from schema_cache.canal.options import CanalJsonOptions
+from schema_cache.debezium.decoder import DebeziumDecoder
+from schema_cache.debezium.options import DebeziumOptions
 from schema_cache.events import RawMessage, RowChange
-from schema_cache.simple.writer import column
+from schema_cache.open_protocol.decoder import OpenProtocolDecoder
+from schema_cache.open_protocol.options import OpenProtocolOptions
+from schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
+from schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
+from schema_cache.types import DEFAULT_OPTIONS
+from testbed.changefeed import Changefeed
+from testbed.tables import column
 
 UTC = dt.timezone.utc
 COLUMNS = [
@@ -69,6 +78,27 @@ def workload(feed: Changefeed) -> Changefeed:
         txn.update("shop", "all_types", [2**64 - 1], {"name": "renamed", "price": Decimal("0.001")})
         txn.delete("shop", "all_types", [1])
     return feed
+
+
+def canal_decoder(**options) -> CanalJsonDecoder:
+    """A canal-json decoder; the TiDB extension is on unless said otherwise."""
+    return CanalJsonDecoder(CanalJsonOptions(**{"enable_tidb_extension": True, **options}))
+
+
+def debezium_decoder(**options) -> DebeziumDecoder:
+    """A debezium decoder; the TiDB extension is on unless said otherwise."""
+    return DebeziumDecoder(DebeziumOptions(**{"enable_tidb_extension": True, **options}))
+
+
+def open_decoder(**options) -> OpenProtocolDecoder:
+    return OpenProtocolDecoder(OpenProtocolOptions(**options))
+
+
+def avro_decoder(registry_url: str, *, max_wait_seconds: float = 5, **options) -> TiCDCAvroDecoder:
+    """TiCDC's avro decoder reading the registry at `registry_url` with confluent-kafka's client."""
+    registry = RegistryOptions(url=registry_url, max_wait_seconds=max_wait_seconds)
+    options = AvroOptions(**options, registry=registry)
+    return options.create_decoder(DEFAULT_OPTIONS)  # type: ignore[return-value]
 
 
 def decode(decoder, feed: Changefeed) -> list:

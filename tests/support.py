@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from chispa import assert_df_equality
 
-from apply.locator import PathLocator
+from apply.applier import Applier
+from apply.delta_writer import DeltaWriter
+from apply.locator import PathLocator, TableLocator
+from apply.sql_session import SqlSession
+from apply.tombstones import Tombstones
 from jobs import config as config_module
 from jobs.pipeline import Pipeline, RunResult
-from jobs.produce import ensure_topic, produce
-from schema_cache.events import TableName
-from schema_cache.changefeed import Changefeed, Message
+from schema_cache.events import Ordering, TableName
+from testbed.changefeed import Changefeed, Message
+from testbed.produce import ensure_topic, produce
 
 
 def publish(kafka, topic: str, messages: Iterable[Message], partitions: int = 3) -> int:
@@ -39,7 +43,7 @@ def job_config(kafka, topic: str | list[str], target: str, group: str, **section
 
 
 def run_job(spark, kafka, topic: str | list[str], target: str, group: str, **sections) -> RunResult:
-    return Pipeline(job_config(kafka, topic, target, group, **sections), spark).run()
+    return Pipeline.from_config(job_config(kafka, topic, target, group, **sections), spark).run()
 
 
 def table_frame(spark, target: str, database: str, table: str):
@@ -57,3 +61,8 @@ def assert_table(spark, target: str, feed: Changefeed, database: str, table: str
 def table_version(spark, target: str, database: str, table: str) -> int:
     name = PathLocator(target).sql_name(TableName(database, table))
     return spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["version"]
+
+
+def applier_for(sql: SqlSession, locator: TableLocator, ordering: Ordering = Ordering.COMMIT_TS) -> Applier:
+    """The applier the job builds, on `sql`, for tests that drive apply/ directly."""
+    return Applier(DeltaWriter(sql, locator), Tombstones(sql, locator), ordering)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
-from schema_cache.changefeed import Changefeed
-from schema_cache.simple.writer import column
+from testbed.changefeed import Changefeed
+from testbed.tables import column
 
 UTC = dt.timezone.utc
 ITEMS_DDL = "id INT, name STRING, price DECIMAL(10,2), updated TIMESTAMP"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from schema_cache import types
-from schema_cache.exceptions import ValueConversionError
+from schema_cache.exceptions import InvalidMessage
 
 _TYPE = re.compile(r"\s*([a-z_]+)\s*(?:\((.*)\))?\s*(.*)$", re.IGNORECASE | re.DOTALL)
 _MEMBER = re.compile(r"'((?:[^']|'')*)'")
@@ -28,7 +28,7 @@ _KNOWN = {
 def parse_mysql_type(text: str) -> types.TiDBType:
     match = _TYPE.match(text)
     if match is None or match.group(1).lower() not in _KNOWN:
-        raise ValueConversionError(f"unsupported mysqlType {text!r}")
+        raise InvalidMessage(f"unsupported mysqlType {text!r}")
     name, args, suffix = match.group(1).lower(), match.group(2), match.group(3).lower()
     unsigned = "unsigned" in suffix
     if name in ("enum", "set"):

@@ -20,11 +20,11 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
-from dataclasses import dataclass
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from schema_cache import types
-from schema_cache.exceptions import ValueConversionError
+from schema_cache.codec import ColumnCodec, Converter, ValueContext
+from schema_cache.exceptions import InvalidMessage
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -58,7 +58,7 @@ _CONNECT = {"int16": "smallint", "int32": "int", "int64": "bigint", "float": "fl
 def _ddl_type(column: Mapping[str, object]) -> types.TiDBType:
     name = _NAMES.get(str(column.get("typeName") or "").lower())
     if name is None:
-        raise ValueConversionError(f"column {column.get('name')!r}: unsupported typeName {column.get('typeName')!r}")
+        raise InvalidMessage(f"column {column.get('name')!r}: unsupported typeName {column.get('typeName')!r}")
     length = column.get("length")
     scale = column.get("scale")
     if name in ("datetime", "timestamp", "time"):
@@ -81,7 +81,7 @@ def _schema_type(field: Mapping[str, object]) -> types.TiDBType:
         unsigned = tidb_type.endswith(" unsigned")
         name = _NAMES.get(tidb_type.removesuffix(" unsigned").strip())
         if name is None:
-            raise ValueConversionError(f"column {field.get('field')!r}: unsupported tidb_type {tidb_type!r}")
+            raise InvalidMessage(f"column {field.get('field')!r}: unsupported tidb_type {tidb_type!r}")
         if name == "decimal":
             # The value is a float64 and no precision is carried: without the DDL's
             # DECIMAL(p,s) the honest type is DOUBLE.
@@ -104,7 +104,7 @@ def _schema_type(field: Mapping[str, object]) -> types.TiDBType:
         return types.TiDBType("bit", length=1)
     if connect in _CONNECT:
         return types.TiDBType(_CONNECT[connect])
-    raise ValueConversionError(f"column {field.get('field')!r}: unsupported Connect type {connect!r} {semantic!r}")
+    raise InvalidMessage(f"column {field.get('field')!r}: unsupported Connect type {connect!r} {semantic!r}")
 
 
 def resolve_type(field: Mapping[str, object] | None, ddl_column: Mapping[str, object] | None) -> types.TiDBType:
@@ -113,15 +113,7 @@ def resolve_type(field: Mapping[str, object] | None, ddl_column: Mapping[str, ob
         return _ddl_type(ddl_column)
     if field is not None:
         return _schema_type(field)
-    raise ValueConversionError("a column with neither schema nor DDL description")
-
-
-@dataclass(frozen=True)
-class ValueReader:
-    """Turns one Debezium JSON value of a column into its Python value."""
-
-    tidb: types.TiDBType
-    convert: Callable[[object], object]
+    raise InvalidMessage("a column with neither schema nor DDL description")
 
 
 def _datetime_reader(fsp: int | None, semantic: str | None) -> Callable[[object], dt.datetime]:
@@ -151,38 +143,40 @@ def _bit_value(value: object) -> int:
     return int.from_bytes(base64.b64decode(str(value)), "little")
 
 
-def value_reader(tidb: types.TiDBType, semantic: str | None, options: types.TypeOptions) -> ValueReader:
-    target = types.spark_type(tidb, options)
-    text = types.text_converter(tidb, options)
+def debezium_value(column: ColumnCodec, context: ValueContext) -> Converter:
+    """A value as TiCDC's debezium codec writes it; `column.hint` is the Connect semantic name, if any."""
+    tidb = column.tidb
+    target = types.spark_type(tidb, context.types)
+    text = types.text_converter(tidb, context.types)
     name = tidb.name
     if name == "date":
-        return ValueReader(tidb, lambda v: _EPOCH_DATE + dt.timedelta(days=int(v)))
+        return lambda v: _EPOCH_DATE + dt.timedelta(days=int(v))
     if name == "datetime":
-        read = _datetime_reader(tidb.scale, semantic)
+        read = _datetime_reader(tidb.scale, column.hint or None)
         if target == "TIMESTAMP":
-            return ValueReader(tidb, lambda v: read(v).replace(tzinfo=dt.timezone.utc))
+            return lambda v: read(v).replace(tzinfo=dt.timezone.utc)
         if target == "STRING":
-            return ValueReader(tidb, lambda v: str(read(v)))
-        return ValueReader(tidb, read)
+            return lambda v: str(read(v))
+        return read
     if name == "timestamp":
-        return ValueReader(tidb, lambda v: dt.datetime.fromisoformat(str(v).replace("Z", "+00:00")))
+        return lambda v: dt.datetime.fromisoformat(str(v).replace("Z", "+00:00"))
     if name == "time":
         if target == "BIGINT":
-            return ValueReader(tidb, int)
-        return ValueReader(tidb, lambda v: _time_text(int(v), tidb.scale))
+            return int
+        return lambda v: _time_text(int(v), tidb.scale)
     if name == "bit":
-        return ValueReader(tidb, lambda v: text(_bit_value(v)))
+        return lambda v: text(_bit_value(v))
     if name in ("enum", "set"):
-        return ValueReader(tidb, str)  # Debezium sends member names
+        return str  # Debezium sends member names
     if name == "bigint" and tidb.unsigned:
-        return ValueReader(tidb, lambda v: text(str(int(v) & _UINT64_MASK)))
+        return lambda v: text(str(int(v) & _UINT64_MASK))
     if types.is_binary(tidb):
-        return ValueReader(tidb, lambda v: base64.b64decode(str(v)))
+        return lambda v: base64.b64decode(str(v))
     if name == "decimal" and target.startswith("DECIMAL"):
         # A float64 upstream: rounded back to the column's scale (see the README's caveat).
         step = decimal.Decimal(1).scaleb(-(tidb.scale or 0))
-        context = decimal.Context(prec=80)
-        return ValueReader(tidb, lambda v: context.quantize(decimal.Decimal(repr(float(v))), step))
+        context_80 = decimal.Context(prec=80)
+        return lambda v: context_80.quantize(decimal.Decimal(repr(float(v))), step)
     if name == "decimal":
-        return ValueReader(tidb, lambda v: text(repr(float(v))) if target == "STRING" else float(v))
-    return ValueReader(tidb, text)
+        return lambda v: text(repr(float(v))) if target == "STRING" else float(v)
+    return text

@@ -19,26 +19,16 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
-from schema_cache import types
-from schema_cache.checks import decoding, require_handle_key
-from schema_cache.debezium.columns import ValueReader, resolve_type, value_reader
-from schema_cache.events import (
-    Column,
-    Event,
-    Op,
-    Ordering,
-    RawMessage,
-    RowChange,
-    SchemaChange,
-    SchemaChangeKind,
-    TableName,
-    TableSchema,
-    Watermark,
-)
-from schema_cache.exceptions import DecodeError, ValueConversionError
+from schema_cache.codec import ColumnCodec, RowCodec, ValueContext, column_default
+from schema_cache.debezium.columns import debezium_value, resolve_type
+from schema_cache.debezium.options import DebeziumOptions
+from schema_cache.decoder import decoding, require_handle_key
+from schema_cache.events import Event, Op, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName, Watermark
+from schema_cache.exceptions import DecodeError, InvalidMessage
 from schema_cache.parking import ParkedMessage, ParkingLot
+from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 log = logging.getLogger(__name__)
 
@@ -69,37 +59,26 @@ def parse_table_ids(text: str) -> list[TableName]:
     return ids
 
 
-class _Structure:
-    """A table structure resolved for decoding: neutral schema plus a reader per column."""
-
-    def __init__(self, schema: TableSchema, readers: Sequence[ValueReader]) -> None:
-        self.schema = schema
-        self.converters = tuple(r.convert for r in readers)
-        self.names = schema.column_names()
-
-    def row(self, values: Mapping[str, object] | None) -> tuple | None:
-        if values is None:
-            return None
-        return types.convert_values(self.names, self.converters, values.get)
-
-
 class DebeziumDecoder:
     def __init__(
         self,
+        options: DebeziumOptions = DebeziumOptions(enable_tidb_extension=True),
+        types: TypeOptions = DEFAULT_OPTIONS,
         *,
-        enable_tidb_extension: bool = True,
-        types_options: types.TypeOptions = types.DEFAULT_OPTIONS,
-        schema_wait_seconds: float = 600.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.ordering = Ordering.COMMIT_TS if enable_tidb_extension else Ordering.OFFSET
-        self._types = types_options
-        self._schema_wait_seconds = schema_wait_seconds
-        self._parking = ParkingLot(clock)
-        self._late_errors: list[DecodeError] = []
+        self.ordering = options.ordering
+        self._context = ValueContext(types)
+        wait = options.schema_wait_seconds
+        self._parking = ParkingLot(
+            wait,
+            lambda p: f"no description of {p.table} arrived within {wait:g}s "
+            "(schemas are disabled, so its structure only comes with DDL events)",
+            clock,
+        )
         # Per table: the last DDL description (tableChanges[].table) and its commitTs.
         self._described: dict[TableName, tuple[int, Mapping[str, object]]] = {}
-        self._structures: dict[tuple, _Structure] = {}
+        self._structures: dict[tuple, RowCodec] = {}
 
     # --- the Decoder interface -------------------------------------------------
 
@@ -110,12 +89,7 @@ class DebeziumDecoder:
         return self._parking.all()
 
     def take_errors(self) -> list[DecodeError]:
-        errors, self._late_errors = self._late_errors, []
-        return errors + self._parking.expired_errors(
-            self._schema_wait_seconds,
-            lambda p: f"no description of {p.table} arrived within {self._schema_wait_seconds:g}s "
-            "(schemas are disabled, so its structure only comes with DDL events)",
-        )
+        return self._parking.take_errors()
 
     def state(self) -> bytes:
         return json.dumps(
@@ -130,11 +104,11 @@ class DebeziumDecoder:
 
     def _decode(self, message: RawMessage) -> list[Event]:
         if message.value is None:
-            raise DecodeError.about(message, "empty message value (TiCDC's debezium protocol sends no tombstones)")
+            raise InvalidMessage("empty message value (TiCDC's debezium protocol sends no tombstones)")
         try:
             envelope = json.loads(message.value)
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise DecodeError.about(message, f"not JSON: {err}") from err
+        except ValueError as err:
+            raise InvalidMessage(f"not JSON: {err}") from err
         payload = envelope["payload"]
         op = payload.get("op")
         if op == "m":
@@ -143,7 +117,7 @@ class DebeziumDecoder:
             return self._row_change(message, envelope)
         if op is None:
             return self._schema_change(message, payload)
-        raise DecodeError.about(message, f"unknown op {op!r}")
+        raise InvalidMessage(f"unknown op {op!r}")
 
     def _row_change(self, message: RawMessage, envelope: Mapping[str, object]) -> list[Event]:
         payload = envelope["payload"]
@@ -157,10 +131,10 @@ class DebeziumDecoder:
             self._parking.park(table, message, table, int(source["commit_ts"]))
             return []
         structure = self._structure(table, fields, described, tuple(key))
-        require_handle_key(structure.schema, message)
+        require_handle_key(structure.schema)
         op = payload["op"]
-        before = structure.row(payload.get("before"))
-        after = structure.row(payload.get("after"))
+        before = _row(structure, payload.get("before"))
+        after = _row(structure, payload.get("after"))
         if op == "c":
             kind = Op.INSERT
         elif op == "d":
@@ -177,8 +151,8 @@ class DebeziumDecoder:
             return {}
         try:
             return dict(json.loads(message.key)["payload"])
-        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
-            raise ValueConversionError(f"the Kafka key is not a Debezium key: {err}") from err
+        except (ValueError, KeyError, TypeError) as err:
+            raise InvalidMessage(f"the Kafka key is not a Debezium key: {err}") from err
 
     @staticmethod
     def _value_fields(schema: Mapping[str, object] | None) -> list[Mapping[str, object]] | None:
@@ -190,7 +164,7 @@ class DebeziumDecoder:
                 for column in field["fields"]:
                     unique.setdefault(str(column["field"]), column)  # ticdc lists virtual columns twice
                 return list(unique.values())
-        raise ValueConversionError("the inline schema has no before/after struct")
+        raise InvalidMessage("the inline schema has no before/after struct")
 
     def _structure(
         self,
@@ -198,7 +172,7 @@ class DebeziumDecoder:
         fields: list[Mapping[str, object]] | None,
         described: tuple[int, Mapping[str, object]] | None,
         key: tuple[str, ...],
-    ) -> _Structure:
+    ) -> RowCodec:
         ddl_ts, ddl_table = described if described is not None else (0, None)
         fields_text = json.dumps(fields, sort_keys=True) if fields is not None else None
         signature = (table, ddl_ts, frozenset(key), fields_text)
@@ -212,26 +186,29 @@ class DebeziumDecoder:
         else:
             ordered = sorted(ddl_columns.values(), key=lambda c: int(c.get("position") or 0))
             names, by_name = [str(c["name"]) for c in ordered], {}
-        columns, readers = [], []
+        columns = []
         for name in names:
             field, ddl_column = by_name.get(name), ddl_columns.get(name)
             tidb = resolve_type(field, ddl_column)
-            reader = value_reader(tidb, str(field.get("name")) if field and field.get("name") else None, self._types)
-            nullable = bool((ddl_column or field or {}).get("optional", True))
             default = None
-            if ddl_column is not None and ddl_column.get("defaultValueExpression") is not None:
-                try:
-                    default = types.default_value(tidb, ddl_column["defaultValueExpression"], self._types)
-                except (ValueError, ArithmeticError, ValueConversionError):
-                    default = None
-            columns.append(Column(name, types.spark_type(tidb, self._types), nullable, default, tidb.describe()))
-            readers.append(reader)
+            if ddl_column is not None:
+                default = column_default(tidb, ddl_column.get("defaultValueExpression"), self._context.types)
+            columns.append(
+                ColumnCodec(
+                    name,
+                    tidb,
+                    debezium_value,
+                    hint=str(field.get("name") or "") if field else "",
+                    nullable=bool((ddl_column or field or {}).get("optional", True)),
+                    default=default,
+                )
+            )
         # Key columns in table order, whether they came from the Kafka key or the DDL.
         ordered_key = tuple(n for n in names if n in key)
         if len(ordered_key) != len(key):
-            raise ValueConversionError(f"key columns {sorted(set(key) - set(names))} are not columns of {table}")
-        schema = TableSchema(table, tuple(columns), ordered_key, version=ddl_ts or None)
-        structure = self._structures[signature] = _Structure(schema, readers)
+            raise InvalidMessage(f"key columns {sorted(set(key) - set(names))} are not columns of {table}")
+        structure = RowCodec.build(table, columns, ordered_key, self._context, version=ddl_ts or None)
+        self._structures[signature] = structure
         return structure
 
     def _schema_change(self, message: RawMessage, payload: Mapping[str, object]) -> list[Event]:
@@ -263,8 +240,12 @@ class DebeziumDecoder:
             kind = SchemaChangeKind.RENAME
         schema = self._structure(table, None, (commit_ts, described), self._primary_key(described)).schema
         event = SchemaChange(table, commit_ts, kind, schema, message.position, statement, previous_name=previous)
-        return [event, *self._parking.decode_released(table, self.decode, self._late_errors)]
+        return [event, *self._parking.decode_released(table, self.decode)]
 
     @staticmethod
     def _primary_key(described: Mapping[str, object]) -> tuple[str, ...]:
         return tuple(str(c) for c in described.get("primaryKeyColumnNames") or ())
+
+
+def _row(structure: RowCodec, values: Mapping[str, object] | None) -> tuple | None:
+    return None if values is None else structure.row(values)

@@ -21,13 +21,13 @@ import base64
 import json
 import logging
 import struct
-from typing import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from schema_cache import types
-from schema_cache.checks import decoding, require_handle_key
+from schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, text_value
 from schema_cache.ddl_text import renamed_from
+from schema_cache.decoder import SelfDescribing, require_handle_key
 from schema_cache.events import (
-    Column,
     Event,
     Op,
     Ordering,
@@ -36,12 +36,12 @@ from schema_cache.events import (
     SchemaChange,
     SchemaChangeKind,
     TableName,
-    TableSchema,
     Watermark,
 )
-from schema_cache.exceptions import DecodeError, ValueConversionError
-from schema_cache.large_messages import ClaimCheck, decompress, handle_key_only
-from schema_cache.decoder import Stateless
+from schema_cache.exceptions import InvalidMessage
+from schema_cache.large_messages import handle_key_only
+from schema_cache.open_protocol.options import OpenProtocolOptions
+from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +75,11 @@ def split_items(data: bytes) -> list[bytes]:
     items, at = [], 0
     while at < len(data):
         if at + 8 > len(data):
-            raise ValueConversionError("truncated item length")
+            raise InvalidMessage("truncated item length")
         (length,) = struct.unpack_from(">Q", data, at)
         at += 8
         if at + length > len(data):
-            raise ValueConversionError(f"item of {length} bytes runs past the end")
+            raise InvalidMessage(f"item of {length} bytes runs past the end")
         items.append(data[at : at + length])
         at += length
     return items
@@ -113,112 +113,99 @@ def go_unquote(body: str) -> bytes:
             out.append(int(body[i + 1 : i + 4], 8))
             i += 4
         else:
-            raise ValueConversionError(f"bad escape \\{escape} in a quoted value")
+            raise InvalidMessage(f"bad escape \\{escape} in a quoted value")
     return bytes(out)
 
 
-class OpenProtocolDecoder(Stateless):
+# Codec hints: how a column's value is written beside its type.
+_BASE64, _QUOTED = "base64", "go-quoted"
+
+
+def open_value(column: ColumnCodec, context: ValueContext) -> Converter:
+    """TEXT/BLOB base64 (`hint` base64), binary CHAR/VARCHAR Go-quoted, the rest TiCDC's text form."""
+    convert = text_value(column, context)
+    if column.hint == _BASE64:
+        if types.is_binary(column.tidb):
+            return lambda v: convert(base64.b64decode(str(v)))
+        return lambda v: convert(base64.b64decode(str(v)).decode("utf-8"))
+    if column.hint == _QUOTED:
+        return lambda v: convert(go_unquote(str(v)))
+    return convert
+
+
+class OpenProtocolDecoder(SelfDescribing):
     ordering = Ordering.COMMIT_TS  # resolved events are sent to every partition
 
-    def __init__(
-        self,
-        *,
-        types_options: types.TypeOptions = types.DEFAULT_OPTIONS,
-        timestamp_zone: str = "UTC",
-        compression: str = "none",
-        claim_check: ClaimCheck | None = None,
-    ) -> None:
-        self._types = types_options
-        self._zone = timestamp_zone
-        self._compression = compression
-        self._claim_check = claim_check
-        self._structures: dict[tuple, tuple[TableSchema, tuple[Callable, ...]]] = {}
-
-    # --- the Decoder interface -------------------------------------------------
-
-    def decode(self, message: RawMessage) -> list[Event]:
-        return decoding(message, self._decode)
+    def __init__(self, options: OpenProtocolOptions = OpenProtocolOptions(), types: TypeOptions = DEFAULT_OPTIONS) -> None:
+        self._context = ValueContext(types, options.timestamp_zone)
+        self._large = options.large_messages()
+        self._structures: dict[tuple, RowCodec] = {}
 
     # --- decoding ---------------------------------------------------------------
 
-    def _pairs(self, message: RawMessage, key: bytes | None, value: bytes | None) -> Iterator[tuple[dict, bytes]]:
+    @staticmethod
+    def _pairs(key: bytes | None, value: bytes | None) -> Iterator[tuple[dict, bytes]]:
         if not key or len(key) < 8 or struct.unpack_from(">Q", key)[0] != BATCH_VERSION:
-            raise DecodeError.about(message, "not an Open Protocol message (the key lacks batch version 1)")
+            raise InvalidMessage("not an Open Protocol message (the key lacks batch version 1)")
         keys = split_items(key[8:])
         values = split_items(value or b"")
         if len(keys) != len(values):
-            raise DecodeError.about(message, f"{len(keys)} keys but {len(values)} values in one batch")
+            raise InvalidMessage(f"{len(keys)} keys but {len(values)} values in one batch")
         for key_item, value_item in zip(keys, values, strict=True):
             yield json.loads(key_item), value_item
 
     def _decode(self, message: RawMessage) -> list[Event]:
         events: list[Event] = []
-        for key, value in self._pairs(message, message.key, message.value):
+        for key, value in self._pairs(message.key, message.value):
             kind = key.get("t")
             if kind == RESOLVED:
                 events.append(Watermark(int(key["ts"]), message.position))
             elif kind == DDL:
-                events.extend(self._schema_change(message, key, json.loads(decompress(self._compression, value))))
+                events.extend(self._schema_change(message, key, json.loads(self._large.value(value))))
             elif kind == ROW:
                 events.append(self._row_change(message, key, value))
             else:
-                raise ValueConversionError(f"unknown Open Protocol message type {kind!r}")
+                raise InvalidMessage(f"unknown Open Protocol message type {kind!r}")
         return events
 
     def _row_change(self, message: RawMessage, key: Mapping, value: bytes) -> RowChange:
         location = key.get("ccl")
         if location:
-            if self._claim_check is None:
-                raise ValueConversionError("a claim-check message, but protocol.claim_check_root is not set")
-            stored_key, stored_value = self._claim_check.read(str(location))
-            (key, value), *_ = self._pairs(message, stored_key, stored_value)
+            stored_key, stored_value = self._large.claimed(location)
+            (key, value), *_ = self._pairs(stored_key, stored_value)
         elif key.get("ohk"):
             raise handle_key_only()
-        body = json.loads(decompress(self._compression, value))
+        body = json.loads(self._large.value(value))
         table = TableName(str(key["scm"]), str(key["tbl"]))
         commit_ts = int(key["ts"])
         if "d" in body:
-            schema, converters = self._structure(table, body["d"])
-            require_handle_key(schema, message)
-            before = _row(schema, converters, body["d"])
-            return RowChange(table, commit_ts, Op.DELETE, before, None, schema, message.position)
-        schema, converters = self._structure(table, body["u"])
-        require_handle_key(schema, message)
-        after = _row(schema, converters, body["u"])
+            codec = self._structure(table, body["d"])
+            require_handle_key(codec.schema)
+            before = codec.row(_values(body["d"]))
+            return RowChange(table, commit_ts, Op.DELETE, before, None, codec.schema, message.position)
+        codec = self._structure(table, body["u"])
+        require_handle_key(codec.schema)
+        after = codec.row(_values(body["u"]))
         if "p" in body:
             # `p` may hold only the changed columns (only-output-updated-columns).
-            before = _row(schema, converters, {**body["u"], **body["p"]})
-            return RowChange(table, commit_ts, Op.UPDATE, before, after, schema, message.position)
-        return RowChange(table, commit_ts, Op.INSERT, None, after, schema, message.position)
+            before = codec.row(_values({**body["u"], **body["p"]}))
+            return RowChange(table, commit_ts, Op.UPDATE, before, after, codec.schema, message.position)
+        return RowChange(table, commit_ts, Op.INSERT, None, after, codec.schema, message.position)
 
-    def _structure(self, table: TableName, columns: Mapping[str, Mapping]) -> tuple[TableSchema, tuple]:
+    def _structure(self, table: TableName, columns: Mapping[str, Mapping]) -> RowCodec:
         signature = (table, tuple((n, c["t"], int(c.get("f") or 0)) for n, c in columns.items()))
         cached = self._structures.get(signature)
         if cached is None:
-            schema_columns, converters, key = [], [], []
+            codecs, key = [], []
             for name, column in columns.items():
                 code, flags = int(column["t"]), int(column.get("f") or 0)
                 tidb = _tidb_type(name, code, flags)
-                schema_columns.append(Column(name, types.spark_type(tidb, self._types), True, None, tidb.describe()))
-                converters.append(self._converter(tidb, code, flags))
+                hint = _BASE64 if code in _BASE64_CODES else _QUOTED if types.is_binary(tidb) else ""
+                codecs.append(ColumnCodec(name, tidb, open_value, hint=hint))
                 if column.get("h") or flags & FLAG_HANDLE_KEY:
                     key.append(name)
-            cached = (TableSchema(table, tuple(schema_columns), tuple(key)), tuple(converters))
-            self._structures[signature] = cached
+            cached = self._structures[signature] = RowCodec.build(table, codecs, key, self._context)
         return cached
-
-    def _converter(self, tidb: types.TiDBType, code: int, flags: int) -> Callable[[object], object]:
-        if tidb.name == "timestamp":
-            zone, options = self._zone, self._types
-            return lambda v: types.timestamp_in_zone(str(v), zone, options)
-        convert = types.text_converter(tidb, self._types)
-        if code in _BASE64_CODES:
-            if flags & FLAG_BINARY:
-                return lambda v: convert(base64.b64decode(str(v)))
-            return lambda v: convert(base64.b64decode(str(v)).decode("utf-8"))
-        if types.is_binary(tidb):
-            return lambda v: convert(go_unquote(str(v)))
-        return convert
 
     def _schema_change(self, message: RawMessage, key: Mapping, value: Mapping) -> list[Event]:
         statement = str(value.get("q") or "")
@@ -234,7 +221,7 @@ class OpenProtocolDecoder(Stateless):
 def _tidb_type(name: str, code: int, flags: int) -> types.TiDBType:
     base = _TYPE_CODES.get(code)
     if base is None:
-        raise ValueConversionError(f"column {name!r}: unsupported type code {code}")
+        raise InvalidMessage(f"column {name!r}: unsupported type code {code}")
     if flags & FLAG_BINARY and base in _BINARY_NAMES:
         base = _BINARY_NAMES[base]
     if base in ("enum", "set"):
@@ -246,5 +233,6 @@ def _tidb_type(name: str, code: int, flags: int) -> types.TiDBType:
     return types.TiDBType(base, unsigned=bool(flags & FLAG_UNSIGNED))
 
 
-def _row(schema: TableSchema, converters: tuple[Callable, ...], columns: Mapping[str, Mapping]) -> tuple:
-    return types.convert_values(schema.column_names(), converters, lambda name: (columns.get(name) or {}).get("v"))
+
+def _values(columns: Mapping[str, Mapping]) -> dict[str, object]:
+    return {name: (column or {}).get("v") for name, column in columns.items()}

@@ -20,7 +20,7 @@ handles both.
 from __future__ import annotations
 
 import io
-from typing import Mapping
+from collections.abc import Mapping
 
 import fastavro
 
@@ -40,7 +40,8 @@ def _optional(name: str, avro_type: object) -> dict:
     return {"name": name, "type": ["null", avro_type], "default": None}
 
 
-def _ref(name: str) -> str:
+def qualified(name: str) -> str:
+    """The full name of one of the protocol's named Avro types."""
     return f"{_NS}.{name}"
 
 
@@ -48,7 +49,7 @@ def _enum(name: str, *symbols: str) -> dict:
     return {"type": "enum", "name": name, "namespace": _NS, "symbols": list(symbols)}
 
 
-_VALUE = ["null", "long", "float", "double", "string", "bytes", _ref("Timestamp"), _ref("UnsignedBigint")]
+_VALUE = ["null", "long", "float", "double", "string", "bytes", qualified("Timestamp"), qualified("UnsignedBigint")]
 _ROW = {"type": "map", "values": _VALUE}
 
 # Order matters: it fixes the union branch indexes on the wire.
@@ -67,7 +68,7 @@ MESSAGE_SCHEMA = [
     _record(
         "ColumnSchema",
         _field("name", "string"),
-        _field("dataType", _ref("DataType")),
+        _field("dataType", qualified("DataType")),
         _field("nullable", "boolean"),
         _field("default", ["null", "string"]),
     ),
@@ -85,8 +86,8 @@ MESSAGE_SCHEMA = [
         _field("table", "string"),
         _field("tableID", "long"),
         _field("version", "long"),
-        _field("columns", {"type": "array", "items": _ref("ColumnSchema")}),
-        _field("indexes", {"type": "array", "items": _ref("IndexSchema")}),
+        _field("columns", {"type": "array", "items": qualified("ColumnSchema")}),
+        _field("indexes", {"type": "array", "items": qualified("IndexSchema")}),
     ),
     _record(
         "Checksum",
@@ -96,7 +97,7 @@ MESSAGE_SCHEMA = [
         _field("previous", "long"),
     ),
     _record("Watermark", _field("version", "int"), _field("commitTs", "long"), _field("buildTs", "long")),
-    _record("Bootstrap", _field("version", "int"), _field("buildTs", "long"), _field("tableSchema", _ref("TableSchema"))),
+    _record("Bootstrap", _field("version", "int"), _field("buildTs", "long"), _field("tableSchema", qualified("TableSchema"))),
     _record(
         "DDL",
         _field("version", "int"),
@@ -104,8 +105,8 @@ MESSAGE_SCHEMA = [
         _field("sql", "string"),
         _field("commitTs", "long"),
         _field("buildTs", "long"),
-        _optional("tableSchema", _ref("TableSchema")),
-        _optional("preTableSchema", _ref("TableSchema")),
+        _optional("tableSchema", qualified("TableSchema")),
+        _optional("preTableSchema", qualified("TableSchema")),
     ),
     _record("Timestamp", _field("location", "string"), _field("value", "string")),
     _record("UnsignedBigint", _field("value", "long")),
@@ -121,14 +122,14 @@ MESSAGE_SCHEMA = [
         _field("schemaVersion", "long"),
         _optional("claimCheckLocation", "string"),
         _optional("handleKeyOnly", "boolean"),
-        _optional("checksum", _ref("Checksum")),
+        _optional("checksum", qualified("Checksum")),
         _optional("data", _ROW),
         _optional("old", _ROW),
     ),
     _record(
         "Message",
         _field("type", _enum("MessageType", "WATERMARK", "BOOTSTRAP", "DDL", "DML")),
-        _field("payload", [_ref("Watermark"), _ref("Bootstrap"), _ref("DDL"), _ref("DML")]),
+        _field("payload", [qualified("Watermark"), qualified("Bootstrap"), qualified("DDL"), qualified("DML")]),
     ),
 ]
 _PARSED = fastavro.parse_schema(MESSAGE_SCHEMA)
@@ -151,7 +152,7 @@ def _plain(value: object) -> object:
 def _row_value(value: object) -> object:
     if isinstance(value, tuple):
         name, record = value
-        if name == _ref("UnsignedBigint"):
+        if name == qualified("UnsignedBigint"):
             # TiCDC stores the uint64 in a signed long; values >= 2^63 wrap.
             return str(record["value"] & _UINT64_MASK)
         return dict(record)  # Timestamp: {location, value}, as in JSON
@@ -166,7 +167,7 @@ def read(value: bytes) -> dict:
     """Decode one Avro message into the shape of the JSON encoding."""
     top = fastavro.schemaless_reader(io.BytesIO(value), _PARSED, return_record_name=True)
     name, message = top
-    if name != _ref("Message"):
+    if name != qualified("Message"):
         raise ValueError(f"top-level branch {name!r} is not a Simple message")
     kind = message["type"]
     _, payload = message["payload"]
@@ -182,25 +183,3 @@ def read(value: bytes) -> dict:
         body["type"] = "BOOTSTRAP"
         body["commitTs"] = 0
     return body
-
-
-# --- writing (demo, tests) ----------------------------------------------------------
-
-
-def write(kind: str, payload: Mapping[str, object]) -> bytes:
-    """Encode an Avro-native payload as a Message of `kind` (WATERMARK/BOOTSTRAP/DDL/DML)."""
-    record = {"WATERMARK": "Watermark", "BOOTSTRAP": "Bootstrap", "DDL": "DDL", "DML": "DML"}[kind]
-    out = io.BytesIO()
-    fastavro.schemaless_writer(
-        out, _PARSED, (_ref("Message"), {"type": kind, "payload": (_ref(record), dict(payload))})
-    )
-    return out.getvalue()
-
-
-def unsigned_bigint(value: int) -> tuple[str, dict]:
-    """A BIGINT UNSIGNED row value as TiCDC writes it (two's complement in a long)."""
-    return (_ref("UnsignedBigint"), {"value": value - (1 << 64) if value >= 1 << 63 else value})
-
-
-def timestamp_value(location: str, value: str) -> tuple[str, dict]:
-    return (_ref("Timestamp"), {"location": location, "value": value})

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
-from schema_cache.checks import decoding, require_handle_key
+from schema_cache.codec import RowCodec, ValueContext
+from schema_cache.decoder import decoding, require_handle_key
 from schema_cache.events import (
     Event,
     Op,
@@ -25,11 +26,12 @@ from schema_cache.events import (
     TableName,
     Watermark,
 )
-from schema_cache.exceptions import DecodeError
-from schema_cache.large_messages import ClaimCheck, decompress, handle_key_only
+from schema_cache.exceptions import DecodeError, InvalidMessage
+from schema_cache.large_messages import handle_key_only
 from schema_cache.parking import ParkedMessage, ParkingLot
 from schema_cache.simple import avro
-from schema_cache.simple.table_schema import SimpleTableSchema, parse_table_schema
+from schema_cache.simple.options import SimpleOptions
+from schema_cache.simple.table_schema import parse_table_schema
 from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 log = logging.getLogger(__name__)
@@ -55,9 +57,6 @@ _VERSIONS_KEPT = 16
 SchemaKey = tuple[str, str, int]
 
 
-ENCODINGS = ("json", "avro")
-
-
 class SimpleDecoder:
     """Decodes Simple protocol messages (JSON or Avro encoding) into events."""
 
@@ -65,47 +64,35 @@ class SimpleDecoder:
 
     def __init__(
         self,
-        *,
-        encoding: str = "json",
+        options: SimpleOptions = SimpleOptions(),
         types: TypeOptions = DEFAULT_OPTIONS,
-        schema_wait_seconds: float = 600.0,
-        compression: str = "none",
-        claim_check: ClaimCheck | None = None,
+        *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if encoding not in ENCODINGS:
-            raise ValueError(f"unknown Simple encoding {encoding!r}")
-        self._encoding = encoding
-        self._compression = compression
-        self._claim_check = claim_check
-        self._types = types
-        self._schema_wait_seconds = schema_wait_seconds
-        self._schemas: dict[SchemaKey, SimpleTableSchema] = {}
+        self._encoding = options.encoding
+        self._large = options.large_messages()
+        self._context = ValueContext(types)
+        self._schemas: dict[SchemaKey, RowCodec] = {}
         self._raw_schemas: dict[SchemaKey, Mapping[str, object]] = {}
         self._names_by_id: dict[int, TableName] = {}
-        self._parking = ParkingLot(clock)
-        self._late_errors: list[DecodeError] = []
+        wait = options.schema_wait_seconds
+        self._parking = ParkingLot(
+            wait,
+            lambda p: f"no schema for {p.table} arrived within {wait:g}s "
+            f"(commitTs {p.commit_ts}); BOOTSTRAP messages may be disabled upstream",
+            clock,
+        )
 
     # --- the Decoder interface -------------------------------------------------
 
     def decode(self, message: RawMessage) -> list[Event]:
-        return decoding(message, lambda m: self._events(self._parse(m), m))
+        return decoding(message, lambda m: self._events(self._parse(m.value), m))
 
     def parked(self) -> list[ParkedMessage]:
         return self._parking.all()
 
     def take_errors(self) -> list[DecodeError]:
-        """Errors of parked messages: released ones that failed, and timed-out ones.
-
-        These belong to messages decoded earlier, so they cannot be raised from
-        the `decode` call that happened to trigger them.
-        """
-        errors, self._late_errors = self._late_errors, []
-        return errors + self._parking.expired_errors(
-            self._schema_wait_seconds,
-            lambda p: f"no schema for {p.table} arrived within {self._schema_wait_seconds:g}s "
-            f"(commitTs {p.commit_ts}); BOOTSTRAP messages may be disabled upstream",
-        )
+        return self._parking.take_errors()
 
     def state(self) -> bytes:
         # Avro-decoded schemas hold the same JSON-compatible values.
@@ -117,27 +104,26 @@ class SimpleDecoder:
 
     # --- decoding ---------------------------------------------------------------
 
-    def _parse(self, message: RawMessage, value: bytes | None = None) -> Mapping[str, object]:
-        """The message body; `value` replaces the message's own (a claim-checked original)."""
-        value = message.value if value is None else value
+    def _parse(self, value: bytes | None) -> Mapping[str, object]:
+        """The body of a message value (the message's own, or a claim-checked original)."""
         if value is None:
-            raise DecodeError.about(message, "empty message value (Simple protocol never sends tombstones)")
-        value = decompress(self._compression, value)
+            raise InvalidMessage("empty message value (Simple protocol never sends tombstones)")
+        value = self._large.value(value)
         if self._encoding == "avro":
             try:
                 body = avro.read(value)
             except (EOFError, ValueError, TypeError, IndexError, KeyError) as err:
-                raise DecodeError.about(message, f"not a Simple Avro message: {type(err).__name__}: {err}") from err
+                raise InvalidMessage(f"not a Simple Avro message: {type(err).__name__}: {err}") from err
         else:
             try:
                 body = json.loads(value)
-            except (UnicodeDecodeError, json.JSONDecodeError) as err:
-                raise DecodeError.about(message, f"not JSON: {err}") from err
+            except ValueError as err:
+                raise InvalidMessage(f"not JSON: {err}") from err
             if not isinstance(body, dict):
-                raise DecodeError.about(message, "a Simple message must be a JSON object")
+                raise InvalidMessage("a Simple message must be a JSON object")
         version = body.get("version")
         if version != SUPPORTED_VERSION:
-            raise DecodeError.about(message, f"unsupported Simple protocol version {version!r} (supported: 1)")
+            raise InvalidMessage(f"unsupported Simple protocol version {version!r} (supported: 1)")
         return body
 
     def _events(self, body: Mapping[str, object], message: RawMessage) -> list[Event]:
@@ -150,16 +136,14 @@ class SimpleDecoder:
             return self._learn(body["tableSchema"])
         if kind in _DDL_KINDS:
             return self._schema_change(body, message)
-        raise DecodeError.about(message, f"unknown message type {kind!r}")
+        raise InvalidMessage(f"unknown message type {kind!r}")
 
     def _row_change(self, body: Mapping[str, object], message: RawMessage) -> list[Event]:
         location = body.get("claimCheckLocation")
         if location:
             # The original message is in claim-check storage; this one holds only the key.
-            if self._claim_check is None:
-                raise DecodeError.about(message, "a claim-check message, but protocol.claim_check_root is not set")
-            _, value = self._claim_check.read(str(location))
-            return self._row_change(self._parse(message, value), message)
+            _, value = self._large.claimed(location)
+            return self._row_change(self._parse(value), message)
         if body.get("handleKeyOnly"):
             raise handle_key_only()
         table = TableName(str(body["database"]), str(body["table"]))
@@ -170,16 +154,16 @@ class SimpleDecoder:
             log.info("parking %s: schema %s version %d not known yet", message.position, table, key[2])
             self._parking.park(key, message, table, commit_ts)
             return []
-        require_handle_key(cached.schema, message)
+        require_handle_key(cached.schema)
         op = _DML_OPS[str(body["type"])]
-        after = cached.codec.decode(body["data"]) if op is not Op.DELETE else None
+        after = cached.row(body["data"]) if op is not Op.DELETE else None
         before = None
         if op is not Op.INSERT:
             old = body["old"]
             if op is Op.UPDATE:
                 # TiCDC may omit unchanged columns from `old`; they equal `data`.
                 old = {**body["data"], **old}
-            before = cached.codec.decode(old)
+            before = cached.row(old)
         return [
             RowChange(
                 table=table,
@@ -228,7 +212,7 @@ class SimpleDecoder:
     def _remember(self, raw_schema: Mapping[str, object]) -> SchemaKey:
         key = self._key_of(raw_schema)
         if key not in self._schemas:
-            parsed = parse_table_schema(raw_schema, self._types)
+            parsed = parse_table_schema(raw_schema, self._context)
             self._schemas[key] = parsed
             self._raw_schemas[key] = raw_schema
             if parsed.schema.table_id:
@@ -245,4 +229,4 @@ class SimpleDecoder:
     def _learn(self, raw_schema: Mapping[str, object]) -> list[Event]:
         """Cache a schema and decode the DML that was waiting for it."""
         key = self._remember(raw_schema)
-        return self._parking.decode_released(key, self.decode, self._late_errors)
+        return self._parking.decode_released(key, self.decode)

@@ -1,4 +1,4 @@
-"""Simple protocol `tableSchema` objects -> neutral TableSchema plus a row codec.
+"""Simple protocol `tableSchema` objects -> a row codec.
 
 Field names follow TiCDC's encoder (pkg/sink/codec/simple/message.go): the
 JSON TableSchema names its database `schema`, the Avro one `database`;
@@ -8,29 +8,11 @@ JSON TableSchema names its database `schema`, the Avro one `database`;
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
-from typing import Callable, Mapping
+from collections.abc import Mapping
 
 from schema_cache import types
-from schema_cache.events import Column, TableName, TableSchema
-from schema_cache.exceptions import ValueConversionError
-
-
-@dataclass(frozen=True, slots=True)
-class RowCodec:
-    """Turns a Simple `data`/`old` object into a tuple in column order."""
-
-    names: tuple[str, ...]
-    converters: tuple[Callable[[object], object], ...]
-
-    def decode(self, values: Mapping[str, object]) -> tuple:
-        return types.convert_values(self.names, self.converters, values.get)
-
-
-@dataclass(frozen=True, slots=True)
-class SimpleTableSchema:
-    schema: TableSchema
-    codec: RowCodec
+from schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, column_default
+from schema_cache.events import TableName
 
 
 def tidb_type(data_type: Mapping[str, object]) -> types.TiDBType:
@@ -53,12 +35,20 @@ def _optional_int(value: object) -> int | None:
     return None if value is None else int(value)
 
 
-def _value_converter(t: types.TiDBType, options: types.TypeOptions) -> Callable[[object], object]:
+def simple_value(column: ColumnCodec, context: ValueContext) -> Converter:
     """Undo Simple's wire encoding, then apply the shared text conversion."""
-    if t.name == "timestamp":
-        return lambda raw: _timestamp_value(raw, options)
-    convert = types.text_converter(t, options)
-    if types.is_binary(t):
+    if column.tidb.name == "timestamp":
+        options = context.types
+
+        def timestamp(raw: object) -> object:
+            # {"location": zone, "value": wall clock in that zone}
+            if isinstance(raw, dict):
+                return types.timestamp_in_zone(str(raw["value"]), str(raw.get("location") or "UTC"), options)
+            return types.timestamp_in_zone(str(raw), "UTC", options)
+
+        return timestamp
+    convert = types.text_converter(column.tidb, context.types)
+    if types.is_binary(column.tidb):
         return lambda raw: convert(_binary_value(raw))
     return convert
 
@@ -68,13 +58,6 @@ def _binary_value(raw: object) -> bytes:
     if isinstance(raw, (bytes, bytearray)):
         return bytes(raw)
     return base64.b64decode(str(raw), validate=True)
-
-
-def _timestamp_value(raw: object, options: types.TypeOptions) -> object:
-    # TIMESTAMP arrives as {"location": zone, "value": wall-clock in that zone}.
-    if isinstance(raw, Mapping):
-        return types.timestamp_in_zone(str(raw["value"]), str(raw.get("location") or "UTC"), options)
-    return types.timestamp_in_zone(str(raw), "UTC", options)
 
 
 def handle_key(indexes: list[Mapping[str, object]], nullable: Mapping[str, bool]) -> tuple[str, ...]:
@@ -89,37 +72,27 @@ def handle_key(indexes: list[Mapping[str, object]], nullable: Mapping[str, bool]
     return ()
 
 
-def parse_table_schema(
-    raw: Mapping[str, object], options: types.TypeOptions = types.DEFAULT_OPTIONS
-) -> SimpleTableSchema:
-    """Build the neutral schema and row codec from a Simple TableSchema object."""
+def parse_table_schema(raw: Mapping[str, object], context: ValueContext = ValueContext()) -> RowCodec:
+    """The row codec a Simple TableSchema object describes."""
     database = raw.get("schema", raw.get("database"))
     columns = []
-    converters = []
-    nullable = {}
     for column in raw["columns"]:
         t = tidb_type(column["dataType"])
-        name = str(column["name"])
-        nullable[name] = bool(column.get("nullable", True))
-        try:
-            default = types.default_value(t, column.get("default"), options)
-        except (ValueError, ArithmeticError, ValueConversionError):
-            default = None  # an unparseable default is not worth failing the stream for
         columns.append(
-            Column(
-                name=name,
-                spark_type=types.spark_type(t, options),
-                nullable=nullable[name],
-                default=default,
-                source_type=t.describe(),
+            ColumnCodec(
+                name=str(column["name"]),
+                tidb=t,
+                reader=simple_value,
+                nullable=bool(column.get("nullable", True)),
+                default=column_default(t, column.get("default"), context.types),
             )
         )
-        converters.append(_value_converter(t, options))
-    schema = TableSchema(
-        name=TableName(str(database), str(raw["table"])),
-        columns=tuple(columns),
-        key=handle_key(list(raw.get("indexes") or ()), nullable),
+    nullable = {c.name: c.nullable for c in columns}
+    return RowCodec.build(
+        TableName(str(database), str(raw["table"])),
+        columns,
+        handle_key(list(raw.get("indexes") or ()), nullable),
+        context,
         table_id=_optional_int(raw.get("tableID")),
         version=_optional_int(raw.get("version")),
     )
-    return SimpleTableSchema(schema, RowCodec(schema.column_names(), tuple(converters)))

@@ -20,33 +20,18 @@ import io
 import json
 import logging
 import struct
-from typing import Mapping
+from collections.abc import Mapping
 
 import fastavro
 
-from schema_cache.checks import decoding, require_handle_key
-from schema_cache.events import (
-    Event,
-    Op,
-    Ordering,
-    RawMessage,
-    RowChange,
-    SchemaChange,
-    SchemaChangeKind,
-    TableName,
-)
-from schema_cache.exceptions import DecodeError, ValueConversionError
-from schema_cache.parking import ParkedMessage
-from schema_cache.ticdc_avro.registry import SchemaIdNotFoundError, SchemaRegistry
-from schema_cache.ticdc_avro.table_schema import (
-    BEFORE_FIELD,
-    AvroOptions,
-    AvroTableSchema,
-    key_columns,
-    parse_value_schema,
-    table_name,
-)
-from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
+from schema_cache.codec import RowCodec, ValueContext
+from schema_cache.decoder import SelfDescribing, require_handle_key
+from schema_cache.events import Event, Op, Ordering, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName
+from schema_cache.exceptions import InvalidMessage
+from schema_cache.ticdc_avro.options import AvroOptions
+from schema_cache.ticdc_avro.registry import SchemaRegistry
+from schema_cache.ticdc_avro.table_schema import BEFORE_FIELD, key_columns, parse_value_schema, table_name
+from schema_cache.types import TypeOptions
 
 log = logging.getLogger(__name__)
 
@@ -57,41 +42,28 @@ _OPS = {"c": Op.INSERT, "u": Op.UPSERT, "d": Op.DELETE}
 
 def _frame(payload: bytes) -> tuple[int, bytes]:
     if len(payload) < 5 or payload[0] != _CONFLUENT_MAGIC:
-        raise ValueConversionError(
+        raise InvalidMessage(
             f"not Confluent wire format (first byte {payload[:1].hex() or 'missing'}, {len(payload)} bytes)"
         )
     return struct.unpack(">I", payload[1:5])[0], payload[5:]
 
 
-class TiCDCAvroDecoder:
+class TiCDCAvroDecoder(SelfDescribing):
     ordering = Ordering.OFFSET
 
-    def __init__(
-        self, registry: SchemaRegistry, options: AvroOptions = AvroOptions(), types: TypeOptions = DEFAULT_OPTIONS
-    ) -> None:
+    def __init__(self, options: AvroOptions, types: TypeOptions, registry: SchemaRegistry) -> None:
         self._registry = registry
         self._options = options
-        self._types = types
+        self._context = ValueContext(types, options.timestamp_zone)
         self._parsed_avro: dict[int, object] = {}
-        self._tables: dict[tuple[int, int | None], AvroTableSchema] = {}
-        self._keys: dict[int, AvroTableSchema] = {}
+        self._tables: dict[tuple[int, int | None], RowCodec] = {}
+        self._keys: dict[int, RowCodec] = {}
         # Per table: the newest (value schema id, key schema id) seen, to detect schema changes.
         self._latest: dict[TableName, tuple[int, int | None]] = {}
         self._topic_tables: dict[str, TableName] = {}
 
-    # --- the Decoder interface -------------------------------------------------
-
-    def decode(self, message: RawMessage) -> list[Event]:
-        try:
-            return decoding(message, self._decode)
-        except SchemaIdNotFoundError as err:  # the message names a schema the registry lacks
-            raise DecodeError.about(message, str(err)) from err
-
-    def parked(self) -> list[ParkedMessage]:
-        return []  # every message names its schema
-
-    def take_errors(self) -> list[DecodeError]:
-        return []
+    # Nothing is ever parked (every message names its schema), but the table
+    # each topic carries and each table's newest schema ids are saved.
 
     def state(self) -> bytes:
         return json.dumps(
@@ -131,15 +103,15 @@ class TiCDCAvroDecoder:
         table = self._table_schema(value_id, key_id)
         self._check_topic(message, table.schema.name)
         record = self._read(value_id, body)
-        require_handle_key(table.schema, message)
+        require_handle_key(table.schema)
         events: list[Event] = self._schema_change(message, table, value_id, key_id, record)
         events.append(self._row(message, table, record))
         return events
 
-    def _row(self, message: RawMessage, table: AvroTableSchema, record: Mapping[str, object]) -> RowChange:
+    def _row(self, message: RawMessage, table: RowCodec, record: Mapping[str, object]) -> RowChange:
         op_name = record.get("_tidb_op") or ""
         if op_name and op_name not in _OPS:
-            raise ValueConversionError(f"unknown _tidb_op {op_name!r} (expected c, u or d)")
+            raise InvalidMessage(f"unknown _tidb_op {op_name!r} (expected c, u or d)")
         op = _OPS.get(op_name, Op.UPSERT)
         values = table.row(record)
         before = after = None
@@ -163,7 +135,7 @@ class TiCDCAvroDecoder:
 
     def _tombstone(self, message: RawMessage, key_id: int | None, key: tuple | None, commit_ts: int) -> list[Event]:
         if key_id is None:
-            raise DecodeError.about(message, "a delete (null value) without a key: the table has no primary key")
+            raise InvalidMessage("a delete (null value) without a key: the table has no primary key")
         key_schema = self._key_schema(key_id).schema
         self._check_topic(message, key_schema.name)
         latest = self._latest.get(key_schema.name)
@@ -174,20 +146,20 @@ class TiCDCAvroDecoder:
 
     # --- schemas ------------------------------------------------------------------
 
-    def _key_schema(self, key_id: int) -> AvroTableSchema:
+    def _key_schema(self, key_id: int) -> RowCodec:
         cached = self._keys.get(key_id)
         if cached is None:
             record = self._registry.schema(key_id)
-            cached = parse_value_schema(record, key_columns(record), self._options, self._types, version=key_id)
+            cached = parse_value_schema(record, key_columns(record), self._options, self._context, version=key_id)
             self._keys[key_id] = cached
         return cached
 
-    def _table_schema(self, value_id: int, key_id: int | None) -> AvroTableSchema:
+    def _table_schema(self, value_id: int, key_id: int | None) -> RowCodec:
         cached = self._tables.get((value_id, key_id))
         if cached is None:
             record = self._registry.schema(value_id)
             key = key_columns(self._registry.schema(key_id)) if key_id is not None else ()
-            cached = parse_value_schema(record, key, self._options, self._types, version=value_id)
+            cached = parse_value_schema(record, key, self._options, self._context, version=value_id)
             self._check_extension(record)
             self._tables[(value_id, key_id)] = cached
         return cached
@@ -195,14 +167,14 @@ class TiCDCAvroDecoder:
     def _check_extension(self, record: Mapping[str, object]) -> None:
         has = any(f["name"] == "_tidb_commit_ts" for f in record["fields"])
         if has != self._options.enable_tidb_extension:
-            raise ValueConversionError(
+            raise InvalidMessage(
                 f"the value schema of {table_name(record)} {'has' if has else 'lacks'} TiDB extension fields but "
                 f"protocol.enable_tidb_extension is {str(self._options.enable_tidb_extension).lower()}; "
                 "it must match the changefeed's enable-tidb-extension"
             )
 
     def _schema_change(
-        self, message: RawMessage, table: AvroTableSchema, value_id: int, key_id: int | None, record: Mapping
+        self, message: RawMessage, table: RowCodec, value_id: int, key_id: int | None, record: Mapping
     ) -> list[Event]:
         name = table.schema.name
         latest = self._latest.get(name)
@@ -226,8 +198,7 @@ class TiCDCAvroDecoder:
     def _check_topic(self, message: RawMessage, table: TableName) -> None:
         known = self._topic_tables.setdefault(message.topic, table)
         if known != table:
-            raise DecodeError.about(
-                message,
+            raise InvalidMessage(
                 f"topic {message.topic!r} carries rows of {known} and {table}; TiCDC's avro protocol needs one "
                 "topic per table (a topic rule with {schema} and {table}), or rows cannot be ordered",
             )

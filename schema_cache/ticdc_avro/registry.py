@@ -15,62 +15,16 @@ import logging
 import random
 import threading
 import time
-from dataclasses import dataclass
-from typing import Callable
-from urllib.parse import urlparse
+from collections.abc import Callable
 
 from confluent_kafka.schema_registry import SchemaRegistryClient, SchemaRegistryError
 
-from schema_cache.exceptions import ConfigError, MaterializerError
+from schema_cache.exceptions import ConfigError, RegistryError, RegistryUnavailableError, SchemaIdNotFoundError
+from schema_cache.ticdc_avro.options import RegistryOptions
 
 log = logging.getLogger(__name__)
 
 _RETRIABLE_STATUS = {408, 429, 500, 502, 503, 504}
-
-
-class RegistryUnavailableError(MaterializerError):
-    """The schema registry could not be reached or kept failing for too long."""
-
-
-class RegistryError(MaterializerError):
-    """The registry refused the request (authentication, permissions, bad request)."""
-
-
-class SchemaIdNotFoundError(MaterializerError):
-    """The registry does not know the schema id a message names."""
-
-
-@dataclass(frozen=True)
-class RegistryOptions:
-    """Config section [registry]. `url` may carry URL-encoded user:password (as in TiCDC's docs)."""
-
-    url: str = ""
-    basic_auth_user_info: str = ""
-    ssl_ca_location: str = ""
-    ssl_certificate_location: str = ""
-    ssl_key_location: str = ""
-    ssl_key_password: str = ""
-    request_timeout_seconds: float = 10.0
-    max_wait_seconds: float = 300.0
-
-    def __post_init__(self) -> None:
-        if self.url and urlparse(self.url).scheme not in ("http", "https"):
-            raise ConfigError(f"registry.url: {self.url!r} must be an http:// or https:// URL")
-        for key in ("request_timeout_seconds", "max_wait_seconds"):
-            if getattr(self, key) <= 0:
-                raise ConfigError(f"registry.{key}: must be a positive number, got {getattr(self, key)!r}")
-
-    def client_config(self) -> dict:
-        conf = {"url": self.url, "timeout": self.request_timeout_seconds, "max.retries": 1}
-        optional = {
-            "basic.auth.user.info": self.basic_auth_user_info,
-            "ssl.ca.location": self.ssl_ca_location,
-            "ssl.certificate.location": self.ssl_certificate_location,
-            "ssl.key.location": self.ssl_key_location,
-            "ssl.key.password": self.ssl_key_password,
-        }
-        conf.update({k: v for k, v in optional.items() if v})
-        return conf
 
 
 class SchemaRegistry:

@@ -12,12 +12,14 @@ Names are TiCDC-sanitized (characters outside [A-Za-z0-9_] became `_`).
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
-from typing import Callable, Mapping
+import dataclasses
+from collections.abc import Mapping
 
 from schema_cache import types
-from schema_cache.events import Column, TableName, TableSchema
-from schema_cache.exceptions import ValueConversionError
+from schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, as_is, text_value
+from schema_cache.events import TableName
+from schema_cache.exceptions import InvalidMessage
+from schema_cache.ticdc_avro.options import AvroOptions
 
 EXTENSION_FIELDS = (
     "_tidb_op",
@@ -60,23 +62,12 @@ _TIDB_TYPES = {
 }
 
 
-@dataclass(frozen=True)
-class AvroOptions:
-    """How the changefeed was configured (TiCDC sink-uri options) and how to read it."""
-
-    decimal_handling_mode: str = "precise"  # avro-decimal-handling-mode
-    bigint_unsigned_handling_mode: str = "long"  # avro-bigint-unsigned-handling-mode
-    enable_tidb_extension: bool = False
-    keep_extension_columns: bool = False
-    timestamp_zone: str = "UTC"  # the TiCDC server's time zone (TIMESTAMP strings carry none)
-
-
 def _unwrap(field_type: object) -> tuple[object, bool]:
     """(the non-null type, nullable) of a field type that may be a union with null."""
     if isinstance(field_type, list):
         branches = [t for t in field_type if t != "null"]
         if len(branches) != 1:
-            raise ValueConversionError(f"unsupported union {field_type!r}")
+            raise InvalidMessage(f"unsupported union {field_type!r}")
         return branches[0], len(branches) != len(field_type)
     return field_type, False
 
@@ -94,16 +85,10 @@ def key_columns(key_schema: Mapping[str, object]) -> tuple[str, ...]:
     return tuple(str(f["name"]) for f in key_schema["fields"])
 
 
-@dataclass(frozen=True)
-class _ColumnType:
-    tidb: types.TiDBType
-    avro: str  # the Avro primitive type
-    logical_decimal: bool
-
-
-def _column_type(name: str, avro_type: object, options: AvroOptions) -> _ColumnType:
+def _column_type(name: str, avro_type: object, options: AvroOptions) -> tuple[types.TiDBType, str]:
+    """(the TiDB type, the Avro primitive) of a column's Avro type."""
     if isinstance(avro_type, str):
-        raise ValueConversionError(f"column {name!r} has no connect.parameters.tidb_type")
+        raise InvalidMessage(f"column {name!r} has no connect.parameters.tidb_type")
     params = avro_type.get("connect.parameters") or {}
     tidb_type = str(params.get("tidb_type", "")).upper()
     unsigned = tidb_type.endswith(" UNSIGNED")
@@ -112,7 +97,7 @@ def _column_type(name: str, avro_type: object, options: AvroOptions) -> _ColumnT
     try:
         tidb_name = _TIDB_TYPES[base]
     except KeyError:
-        raise ValueConversionError(f"column {name!r}: unsupported tidb_type {tidb_type!r}") from None
+        raise InvalidMessage(f"column {name!r}: unsupported tidb_type {tidb_type!r}") from None
     if tidb_name == "int" and unsigned and primitive == "int":
         tidb_name = "mediumint"  # TINYINT..MEDIUMINT UNSIGNED fit an Avro int; INT UNSIGNED is a long
     logical = avro_type.get("logicalType") == "decimal"
@@ -125,109 +110,82 @@ def _column_type(name: str, avro_type: object, options: AvroOptions) -> _ColumnT
     elif tidb_name == "bit":
         length = int(params.get("length", 64))
     elements = types.split_allowed(str(params["allowed"])) if "allowed" in params else ()
-    return _ColumnType(
-        types.TiDBType(tidb_name, unsigned=unsigned, length=length, scale=scale, elements=elements),
-        primitive,
-        logical,
-    )
+    return types.TiDBType(tidb_name, unsigned=unsigned, length=length, scale=scale, elements=elements), primitive
 
 
 def _check_mode(name: str, tidb_name: str, unsigned: bool, primitive: str, logical: bool, options: AvroOptions) -> None:
     if tidb_name == "decimal":
         expected = "precise" if logical else "string"
-        if expected != options.decimal_handling_mode:
-            raise ValueConversionError(
+        if expected != options.avro_decimal_handling_mode:
+            raise InvalidMessage(
                 f"column {name!r}: DECIMAL encoded as {expected} but protocol.avro_decimal_handling_mode "
-                f"is {options.decimal_handling_mode!r}; they must match the changefeed's sink-uri"
+                f"is {options.avro_decimal_handling_mode!r}; they must match the changefeed's sink-uri"
             )
     if tidb_name == "bigint" and unsigned:
         expected = "string" if primitive == "string" else "long"
-        if expected != options.bigint_unsigned_handling_mode:
-            raise ValueConversionError(
+        if expected != options.avro_bigint_unsigned_handling_mode:
+            raise InvalidMessage(
                 f"column {name!r}: BIGINT UNSIGNED encoded as {expected} but "
-                f"protocol.avro_bigint_unsigned_handling_mode is {options.bigint_unsigned_handling_mode!r}"
+                f"protocol.avro_bigint_unsigned_handling_mode is {options.avro_bigint_unsigned_handling_mode!r}"
             )
 
 
-def _converter(column: _ColumnType, options: AvroOptions, type_options: types.TypeOptions) -> Callable:
+def avro_value(column: ColumnCodec, context: ValueContext) -> Converter:
+    """A value as fastavro reads it; `column.hint` is the Avro primitive type."""
     t = column.tidb
     if t.name in ("enum", "set"):
         return str  # TiCDC Avro sends member names, not indexes
     if t.name == "timestamp":
-        zone = options.timestamp_zone
-        return lambda v: types.timestamp_in_zone(str(v), zone, type_options)
-    convert = types.text_converter(t, type_options)
+        return text_value(column, context)  # wall clock in the server's zone
+    convert = types.text_converter(t, context.types)
     if t.name == "bit":
         return lambda v: convert(int.from_bytes(v, "big"))
-    if t.name == "bigint" and t.unsigned and column.avro == "long":
+    if t.name == "bigint" and t.unsigned and column.hint == "long":
         # The uint64 travels as a signed long: values >= 2^63 wrapped negative.
         return lambda v: convert(str(int(v) & _UINT64_MASK))
     return convert  # DECIMAL: fastavro yields decimal.Decimal (precise) or text (string mode)
 
 
-def _default(field: Mapping[str, object], column: _ColumnType, convert: Callable) -> object:
-    if "default" not in field or field["default"] is None:
+def _default(field: Mapping[str, object], column: ColumnCodec, context: ValueContext) -> object:
+    if field.get("default") is None:
         return None
     raw = field["default"]
-    if column.avro == "bytes" and isinstance(raw, str):
+    if column.hint == "bytes" and isinstance(raw, str):
         raw = base64.b64decode(raw)  # TiCDC marshals []byte defaults as base64 JSON strings
     try:
-        return convert(raw)
-    except (ValueError, TypeError, ArithmeticError, ValueConversionError):
-        return None
+        return avro_value(column, context)(raw)
+    except (ValueError, TypeError, ArithmeticError, InvalidMessage):
+        return None  # an unreadable default only loses the backfill of older rows
 
 
-@dataclass(frozen=True)
-class AvroTableSchema:
-    schema: TableSchema
-    fields: tuple[str, ...]  # Avro field names feeding the columns, in order
-    converters: tuple[Callable, ...]
-    has_before: bool
-
-    def row(self, record: Mapping[str, object]) -> tuple:
-        return types.convert_values(self.fields, self.converters, record.get)
+def _extension_column(name: str) -> ColumnCodec:
+    return ColumnCodec(
+        name, types.TiDBType("ticdc extension"), as_is, spark_type=_EXTENSION_SPARK_TYPES[name]
+    )
 
 
 def parse_value_schema(
     record: Mapping[str, object],
     key: tuple[str, ...],
     options: AvroOptions,
-    type_options: types.TypeOptions,
+    context: ValueContext,
     *,
     version: int | None = None,
-) -> AvroTableSchema:
-    """The table structure a TiCDC Avro value schema describes; `key` from the key schema."""
+) -> RowCodec:
+    """The row codec a TiCDC Avro value schema describes; `key` from the key schema."""
     if record.get("type") != "record":
-        raise ValueConversionError("the value schema is not an Avro record")
-    columns, fields, converters = [], [], []
-    has_before = False
+        raise InvalidMessage("the value schema is not an Avro record")
+    columns = []
     for field in record["fields"]:
         name = str(field["name"])
         if name == BEFORE_FIELD:
-            has_before = True
             continue
         if name in EXTENSION_FIELDS:
             if options.keep_extension_columns:
-                columns.append(Column(name, _EXTENSION_SPARK_TYPES[name], True, None, "ticdc extension"))
-                fields.append(name)
-                converters.append(lambda v: v)
+                columns.append(_extension_column(name))
             continue
         avro_type, nullable = _unwrap(field["type"])
-        column = _column_type(name, avro_type, options)
-        convert = _converter(column, options, type_options)
-        columns.append(
-            Column(
-                name=name,
-                spark_type=types.spark_type(column.tidb, type_options),
-                nullable=nullable,
-                default=_default(field, column, convert),
-                source_type=column.tidb.describe(),
-            )
-        )
-        fields.append(name)
-        converters.append(convert)
-    missing = [k for k in key if k not in fields]
-    if missing:
-        raise ValueConversionError(f"key columns {missing} are not in the value schema")
-    schema = TableSchema(table_name(record), tuple(columns), key, version=version)
-    return AvroTableSchema(schema, tuple(fields), tuple(converters), has_before)
+        tidb, primitive = _column_type(name, avro_type, options)
+        column = ColumnCodec(name, tidb, avro_value, hint=primitive, nullable=nullable)
+        columns.append(dataclasses.replace(column, default=_default(field, column, context)))
+    return RowCodec.build(table_name(record), columns, key, context, version=version)

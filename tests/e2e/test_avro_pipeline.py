@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.demo import demo_changefeed
-from schema_cache.ticdc_avro.writer import TiCDCAvroWriter
+from testbed.demo import demo_changefeed
+from testbed.encoders.ticdc_avro import TiCDCAvroWriter
 from tests.support import assert_table, publish, run_job, table_version
 
 pytestmark = pytest.mark.e2e

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.demo import demo_changefeed
-from schema_cache.canal.writer import CanalJsonWriter
+from testbed.demo import demo_changefeed
+from testbed.encoders.canal import CanalJsonWriter
 from tests.support import assert_table, publish, run_job, table_version
 from tests.workloads import DDL_EVOLUTION_TABLES, ddl_evolution, items_feed
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.demo import demo_changefeed
+from testbed.demo import demo_changefeed
 from tests.support import assert_table, publish, run_job
 
 pytestmark = pytest.mark.e2e

@@ -7,13 +7,13 @@ from decimal import Decimal
 
 import pytest
 
-from apply.applier import Applier
 from apply.delta_writer import DeltaWriter, add_columns_sql
 from apply.locator import CatalogLocator, PathLocator
-from apply.progress import AppliedPoint, PendingBackfill, TableProgress, read_progress, tagged_commit
+from apply.progress import AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
 from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
+from tests.support import applier_for
 
-pytestmark = pytest.mark.spark
+pytestmark = pytest.mark.e2e
 
 T = TableName("shop", "items")
 AT = Position("topic", 0, 0)
@@ -42,39 +42,39 @@ def operations(spark, locator, table: TableName = T) -> list[str]:
 
 
 @pytest.fixture
-def table(spark, tmp_path):
+def table(sql, spark, tmp_path):
     """A table with two rows, applied through commitTs 11."""
     locator = PathLocator(str(tmp_path))
-    applier = Applier(spark, locator)
+    applier = applier_for(sql, locator)
     base = schema(*BASE)
     applier.apply([ddl(10, SchemaChangeKind.CREATE, base), insert(11, base, 1, "a", 5), insert(11, base, 2, "b", 6)], {"topic": 11})
     return locator, applier
 
 
-def test_add_column_with_default_fills_existing_rows(spark, table):
+def test_add_column_with_default_fills_existing_rows(sql, spark, table):
     # Setup: two rows, then ALTER TABLE ADD COLUMN stock INT DEFAULT 7 and ADD COLUMN note (no default).
     # Expect: the existing rows read 7 and NULL (as in TiDB); a later row keeps its own value.
     locator, applier = table
     wider = schema(*BASE, Column("stock", "INT", default=7), Column("note", "STRING"))
     applier.apply([ddl(20, SchemaChangeKind.ALTER, wider), insert(21, wider, 3, "c", 1, 0, "n")], {"topic": 21})
     assert rows(spark, locator) == [(1, "a", 5, 7, None), (2, "b", 6, 7, None), (3, "c", 1, 0, "n")]
-    assert read_progress(spark, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=21))
+    assert read_progress(sql, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=21))
 
 
-def test_default_backfill_interrupted_by_a_crash_is_finished_on_redo(spark, table):
+def test_default_backfill_interrupted_by_a_crash_is_finished_on_redo(sql, spark, table):
     # Setup: the ADD COLUMNS commit of a DDL at 20 exists (with its pending-backfill
     # record) but the process died before writing the default.
     # Expect: a new applier redoing the DDL writes the default, then marks 20.
     locator, _ = table
     wider = schema(*BASE, Column("stock", "INT", default=7))
-    with tagged_commit(spark, AppliedPoint(ts=11), pending=PendingBackfill("ts:20", ("stock",))):
-        spark.sql(add_columns_sql(locator.sql_name(T), [(wider.columns[-1], "qty")]))
-    assert read_progress(spark, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=11), PendingBackfill("ts:20", ("stock",)))
+    tags = commit_tags(AppliedPoint(ts=11), pending=PendingBackfill("ts:20", ("stock",)))
+    sql.run(add_columns_sql(locator.sql_name(T), [(wider.columns[-1], "qty")]), tags)
+    assert read_progress(sql, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=11), PendingBackfill("ts:20", ("stock",)))
 
-    Applier(spark, locator).apply([ddl(20, SchemaChangeKind.ALTER, wider)], {"topic": 20})
+    applier_for(sql, locator).apply([ddl(20, SchemaChangeKind.ALTER, wider)], {"topic": 20})
 
     assert rows(spark, locator) == [(1, "a", 5, 7), (2, "b", 6, 7)]
-    assert read_progress(spark, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=20))
+    assert read_progress(sql, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=20))
 
 
 def test_drop_column(spark, table):
@@ -97,13 +97,13 @@ def test_rename_column_keeps_the_data_in_place(spark, table):
     assert operations(spark, locator)[-1] == "RENAME COLUMN"
 
 
-def test_widening_type_change_is_in_place(spark, table):
+def test_widening_type_change_is_in_place(sql, spark, table):
     # INT -> BIGINT (e.g. MODIFY COLUMN qty BIGINT, or INT -> INT UNSIGNED): Delta type widening, no rewrite.
     locator, applier = table
     wider = schema(Column("id", "INT"), Column("name", "STRING"), Column("qty", "BIGINT"))
     applier.apply([ddl(20, SchemaChangeKind.ALTER, wider), insert(21, wider, 3, "c", 2**40)], {"topic": 21})
     assert rows(spark, locator) == [(1, "a", 5), (2, "b", 6), (3, "c", 2**40)]
-    assert dict(DeltaWriter(spark, locator).columns(T))["qty"] == "bigint"
+    assert dict(DeltaWriter(sql, locator).columns(T))["qty"] == "bigint"
     assert "CREATE OR REPLACE TABLE AS SELECT" not in operations(spark, locator)
 
 
@@ -117,19 +117,19 @@ def test_widening_type_change_is_in_place(spark, table):
     ],
     ids=["bigint->int", "string->int", "date->datetime", "decimal->wide decimal"],
 )
-def test_other_type_changes_rewrite_the_table_atomically(spark, tmp_path, old, new, value, expected):
+def test_other_type_changes_rewrite_the_table_atomically(sql, spark, tmp_path, old, new, value, expected):
     locator = PathLocator(str(tmp_path))
-    applier = Applier(spark, locator)
+    applier = applier_for(sql, locator)
     before = schema(Column("id", "INT"), old)
     after = schema(Column("id", "INT"), new)
     applier.apply([ddl(10, SchemaChangeKind.CREATE, before), insert(11, before, 1, value)], {"topic": 11})
     applier.apply([ddl(20, SchemaChangeKind.ALTER, after, "ALTER TABLE items MODIFY COLUMN qty ...")], {"topic": 20})
     assert rows(spark, locator) == [(1, expected)]
     assert operations(spark, locator)[-1] == "CREATE OR REPLACE TABLE AS SELECT"
-    assert read_progress(spark, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=20))
+    assert read_progress(sql, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=20))
 
 
-def test_rename_table_moves_the_data(spark, table):
+def test_rename_table_moves_the_data(sql, spark, table):
     locator, applier = table
     moved = schema(*BASE, table=TableName("archive", "old_items"))
     applier.apply(
@@ -138,18 +138,18 @@ def test_rename_table_moves_the_data(spark, table):
         {"topic": 21},
     )
     assert rows(spark, locator, moved.name) == [(1, "a", 5), (2, "b", 6), (9, "z", 0)]
-    assert read_progress(spark, locator.sql_name(T)) == TableProgress(False)
+    assert read_progress(sql, locator.sql_name(T)) == TableProgress(False)
 
 
-def test_rename_table_in_a_catalog(spark):
+def test_rename_table_in_a_catalog(sql, spark):
     locator = CatalogLocator("spark_catalog")
     source = schema(*BASE, table=TableName("ddl_cat", "before"))
     moved = schema(*BASE, table=TableName("ddl_cat", "after"))
-    applier = Applier(spark, locator)
+    applier = applier_for(sql, locator)
     applier.apply([ddl(10, SchemaChangeKind.CREATE, source), insert(11, source, 1, "a", 5)], {"topic": 11})
     applier.apply([ddl(20, SchemaChangeKind.RENAME, moved, previous_name=source.name)], {"topic": 20})
     assert rows(spark, locator, moved.name) == [(1, "a", 5)]
-    assert read_progress(spark, locator.sql_name(source.name)) == TableProgress(False)
+    assert read_progress(sql, locator.sql_name(source.name)) == TableProgress(False)
 
 
 def test_index_ddl_changes_nothing_in_delta(spark, table):
@@ -170,19 +170,19 @@ def test_drop_and_recreate_starts_empty(spark, table):
     assert spark.table(locator.sql_name(T)).columns == ["id", "other"]
 
 
-def test_create_over_a_stale_table_replaces_it(spark, table):
+def test_create_over_a_stale_table_replaces_it(sql, spark, table):
     # A CREATE newer than the table's applied point: upstream dropped and re-created
     # the table while this job was not looking (e.g. the DROP predates its start).
     locator, _ = table
-    Applier(spark, locator).apply([ddl(30, SchemaChangeKind.CREATE, schema(*BASE))], {"topic": 30})
+    applier_for(sql, locator).apply([ddl(30, SchemaChangeKind.CREATE, schema(*BASE))], {"topic": 30})
     assert rows(spark, locator) == []
     assert operations(spark, locator)[-1] == "REPLACE TABLE"
 
 
-def test_json_as_variant(spark, tmp_path):
+def test_json_as_variant(sql, spark, tmp_path):
     locator = PathLocator(str(tmp_path))
     doc = schema(Column("id", "INT"), Column("doc", "VARIANT", default='{"new": true}'))
-    Applier(spark, locator).apply(
+    applier_for(sql, locator).apply(
         [ddl(10, SchemaChangeKind.CREATE, doc), insert(11, doc, 1, '{"a": [1, 2], "b": null}')], {"topic": 11}
     )
     (row,) = spark.sql(f"SELECT variant_get(doc, '$.a[1]', 'int') AS second FROM {locator.sql_name(T)}").collect()

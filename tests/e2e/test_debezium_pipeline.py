@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from chispa import assert_df_equality
 
-from jobs.demo import demo_changefeed
-from schema_cache.debezium.writer import DebeziumWriter
+from testbed.demo import demo_changefeed
+from testbed.encoders.debezium import DebeziumWriter
 from tests.support import assert_table, publish, run_job, table_frame, table_version
 from tests.workloads import DDL_EVOLUTION_TABLES, ddl_evolution, items_feed
 

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import pytest
+import logging
+import threading
+import time
 
-from apply.applier import Applier
+import pytest
+from pyspark.sql import functions
+
 from apply.collapse import NetChange
 from apply.delta_writer import DeltaWriter
 from apply.locator import CatalogLocator, PathLocator
 from apply.progress import AppliedPoint, TableProgress, read_progress
 from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
+from tests.support import applier_for
 
-pytestmark = pytest.mark.spark
+pytestmark = pytest.mark.e2e
 
 T = TableName("db", "t")
 SCHEMA = TableSchema(T, (Column("id", "INT"), Column("v", "STRING")), ("id",))
@@ -21,11 +26,11 @@ def versions(spark, name: str) -> int:
     return spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["version"]
 
 
-def test_merge_is_idempotent_per_applied_ts_and_never_moves_back(spark, tmp_path):
+def test_merge_is_idempotent_per_applied_ts_and_never_moves_back(sql, spark, tmp_path):
     # Setup: a table merged at applied commitTs 100.
     # Expect: the same MERGE again (a replay) and an older one make no commit; a newer one does.
     locator = PathLocator(str(tmp_path))
-    writer = DeltaWriter(spark, locator)
+    writer = DeltaWriter(sql, locator)
     name = locator.sql_name(T)
     writer.create(T, SCHEMA, None, replace=False)
     writer.merge(T, SCHEMA, [NetChange(False, (1, "a"))], AppliedPoint(ts=100))
@@ -38,21 +43,21 @@ def test_merge_is_idempotent_per_applied_ts_and_never_moves_back(spark, tmp_path
 
     writer.merge(T, SCHEMA, [NetChange(True, (1, "a")), NetChange(False, (2, "b"))], AppliedPoint(ts=110))
     assert [tuple(r) for r in spark.table(name).collect()] == [(2, "b")]
-    assert read_progress(spark, name) == TableProgress(True, AppliedPoint(ts=110))
+    assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=110))
 
 
-def test_applied_marker_of_a_missing_table(spark, tmp_path):
-    assert read_progress(spark, PathLocator(str(tmp_path)).sql_name(T)) == TableProgress(False)
+def test_applied_marker_of_a_missing_table(sql, spark, tmp_path):
+    assert read_progress(sql, PathLocator(str(tmp_path)).sql_name(T)) == TableProgress(False)
 
 
-def test_hostile_names_in_a_catalog(spark):
+def test_hostile_names_in_a_catalog(sql, spark):
     # Setup: database, table and column names with backticks, spaces, dots and SQL.
     # Expect: the table is created, merged, altered and dropped under exactly those names.
     table = TableName("odd db`x", "t.1; DROP TABLE y --")
     columns = (Column("key`col", "INT"), Column("a b.c", "STRING"), Column("ünï", "DOUBLE"))
     schema = TableSchema(table, columns, ("key`col",))
     locator = CatalogLocator("spark_catalog")
-    applier = Applier(spark, locator)
+    applier = applier_for(sql, locator)
     position = Position("topic", 0, 0)
     applier.apply(
         [
@@ -70,12 +75,12 @@ def test_hostile_names_in_a_catalog(spark):
     assert spark.table(locator.sql_name(table)).columns[-1] == "new`one"
 
     applier.apply([SchemaChange(table, 13, SchemaChangeKind.DROP, wider, position)], {"topic": 13})
-    assert read_progress(spark, locator.sql_name(table)) == TableProgress(False)
+    assert read_progress(sql, locator.sql_name(table)) == TableProgress(False)
 
 
-def test_truncate_keeps_the_table_and_its_history(spark, tmp_path):
+def test_truncate_keeps_the_table_and_its_history(sql, spark, tmp_path):
     locator = PathLocator(str(tmp_path))
-    applier = Applier(spark, locator)
+    applier = applier_for(sql, locator)
     position = Position("topic", 0, 0)
     applier.apply(
         [
@@ -90,4 +95,43 @@ def test_truncate_keeps_the_table_and_its_history(spark, tmp_path):
     assert [tuple(r) for r in spark.table(name).collect()] == [(2, "y")]
     operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {name}").collect()]
     assert operations == ["MERGE", "DELETE", "MERGE", "CREATE TABLE"]
-    assert read_progress(spark, name) == TableProgress(True, AppliedPoint(ts=13))
+    assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=13))
+
+
+def test_a_merge_that_loses_a_race_with_another_writer_is_run_again(sql, spark, tmp_path, caplog):
+    # Setup: a table with rows 1-4. A MERGE (updating 2 and 3) whose source is held inside a
+    # Python UDF, after the MERGE has read the table, until another session has deleted row 1
+    # and committed. Expect: Delta refuses the MERGE's first commit (a concurrent modification);
+    # the job's session runs it again, it commits, and the table holds both writers' changes.
+    name = f"delta.`{tmp_path / 't'}`"
+    spark.sql(f"CREATE TABLE {name} (id INT, v STRING) USING DELTA TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')")
+    waiting, go = tmp_path / "merge-waiting", tmp_path / "other-writer-done"
+
+    def held_until_the_other_writer_committed(value):
+        if not go.exists():
+            waiting.touch()
+            deadline = time.time() + 60
+            while not go.exists() and time.time() < deadline:
+                time.sleep(0.05)
+        return value
+
+    hold = functions.udf(held_until_the_other_writer_committed, "INT")
+    sql.spark.range(2, 4).select(hold(functions.col("id").cast("int")).alias("id")).createOrReplaceTempView("racing")
+    merge = f"MERGE INTO {name} AS t USING racing AS s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = 'merged'"
+    outcome: dict = {}
+    caplog.set_level(logging.WARNING, logger="apply.sql_session")
+    racer = threading.Thread(target=lambda: outcome.update(result=sql.run(merge, what="merge racing")))
+    racer.start()
+    deadline = time.time() + 120
+    while not waiting.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    spark.sql(f"DELETE FROM {name} WHERE id = 1")
+    go.touch()
+    racer.join(120)
+
+    assert "result" in outcome, "the MERGE did not finish"
+    assert "merge racing: concurrent commit" in caplog.text
+    assert sorted(tuple(r) for r in spark.table(name).collect()) == [(2, "merged"), (3, "merged"), (4, "d")]
+    operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {name}").collect()][::-1]
+    assert operations == ["CREATE TABLE", "WRITE", "DELETE", "MERGE"]

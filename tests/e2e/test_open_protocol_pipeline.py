@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from jobs.demo import demo_changefeed
-from schema_cache.open_protocol.writer import OpenProtocolWriter
+from testbed.demo import demo_changefeed
+from testbed.encoders.open_protocol import OpenProtocolWriter
 from tests.support import assert_table, publish, run_job, table_version
 from tests.workloads import ddl_evolution, items_feed
 
@@ -40,7 +40,7 @@ def as_open_protocol_carries(feed, database: str, table: str) -> list[tuple]:
             return str(data_type["elements"].index(value) + 1)
         return value
 
-    return [tuple(carried(c, v) for c, v in zip(columns, row)) for row in feed.expected_rows(database, table)]
+    return [tuple(carried(c, v) for c, v in zip(columns, row, strict=True)) for row in feed.expected_rows(database, table)]
 
 
 @pytest.mark.parametrize("compression", ["none", "snappy"])

@@ -6,9 +6,9 @@ from decimal import Decimal
 
 import pytest
 
-from jobs.demo import demo_changefeed
 from schema_cache.exceptions import DecodeError
-from schema_cache.simple.writer import column
+from testbed.demo import demo_changefeed
+from testbed.tables import column
 from tests.support import assert_table, publish, run_job, table_frame, table_version
 from tests.workloads import DDL_EVOLUTION_TABLES, ITEMS_DDL, ddl_evolution, item, items_feed
 
@@ -191,7 +191,7 @@ def test_bad_message_fails_the_job_naming_its_position(spark, kafka, tmp_path, u
             txn.insert("shop", "items", item(i))
     topic, target, group = f"bad-{unique}", str(tmp_path), f"g-{unique}"
     publish(kafka, topic, feed.messages[:4])
-    from jobs.produce import produce
+    from testbed.produce import produce
 
     produce(kafka.bootstrap_servers, topic, [(1, b"k", b"\x00not json")])
     publish(kafka, topic, feed.messages[4:])
@@ -277,7 +277,7 @@ def test_continuous_mode_applies_new_data_and_stops_cleanly(spark, kafka, tmp_pa
     stop = threading.Event()
     config = job_config(kafka, topic, target, f"g-{unique}", run={"mode": "continuous", "batch_max_seconds": 1.0})
     outcome = {}
-    job = threading.Thread(target=lambda: outcome.update(result=Pipeline(config, spark, stop=stop).run()))
+    job = threading.Thread(target=lambda: outcome.update(result=Pipeline.from_config(config, spark, stop=stop).run()))
     job.start()
 
     def wait_for_rows(count: int) -> None:

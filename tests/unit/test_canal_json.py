@@ -7,18 +7,17 @@ import json
 
 import pytest
 
-from schema_cache.canal.decoder import CanalJsonDecoder
-from schema_cache.ddl_text import renamed_from
 from schema_cache.canal.mysql_type import parse_mysql_type
-from schema_cache.canal.writer import CanalJsonWriter
-from schema_cache.changefeed import Changefeed
+from schema_cache.ddl_text import renamed_from
 from schema_cache.events import Ordering, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName, Watermark
 from schema_cache.exceptions import DecodeError
-from schema_cache.large_messages import ClaimCheck, compress
 from schema_cache.simple.decoder import SimpleDecoder
-from schema_cache.simple.writer import column
 from schema_cache.types import TiDBType
-from tests.decoding import ROW, decode, rows, workload
+from testbed.changefeed import Changefeed
+from testbed.encoders.canal import CanalJsonWriter
+from testbed.encoders.large_messages import compress
+from testbed.tables import column
+from tests.decoding import ROW, canal_decoder, decode, rows, workload
 
 
 def canal(**options) -> Changefeed:
@@ -32,7 +31,7 @@ def test_content_compatible_canal_gives_the_same_rows_as_simple(compression):
     # Expect: identical row changes, Spark types and watermarks.
     simple = decode(SimpleDecoder(), workload(Changefeed()))
     feed = workload(canal(content_compatible=True, compression=compression))
-    events = decode(CanalJsonDecoder(compression=compression), feed)
+    events = decode(canal_decoder(large_message_compression=compression), feed)
     assert rows(events) == rows(simple)
     simple_row = next(e for e in simple if isinstance(e, RowChange))
     canal_row = next(e for e in events if isinstance(e, RowChange))
@@ -43,9 +42,9 @@ def test_content_compatible_canal_gives_the_same_rows_as_simple(compression):
 def test_default_types_keep_what_they_cannot_name():
     # Without content-compatible, mysqlType has no lengths and no members: DECIMAL keeps its
     # exact text, ENUM/SET their index/bitmask text, BIT of unknown width a 20-digit decimal.
-    events = decode(CanalJsonDecoder(), workload(canal()))
+    events = decode(canal_decoder(), workload(canal()))
     row = next(e for e in events if isinstance(e, RowChange))
-    values = dict(zip(row.schema.column_names(), row.after))
+    values = dict(zip(row.schema.column_names(), row.after, strict=True))
     types = {c.name: c.spark_type for c in row.schema.columns}
     assert (types["price"], values["price"]) == ("STRING", "-123456789.125")
     assert (values["size"], values["tags"]) == ("2", "5")
@@ -58,7 +57,7 @@ def test_update_with_only_changed_columns_in_old():
     feed = workload(canal(content_compatible=True))
     update = next(json.loads(m.value) for m in feed.messages if b'"UPDATE"' in m.value)
     assert set(update["old"][0]) < set(update["data"][0])
-    (change,) = [e for e in decode(CanalJsonDecoder(), feed) if isinstance(e, RowChange) and e.op.value == "UPDATE"]
+    (change,) = [e for e in decode(canal_decoder(), feed) if isinstance(e, RowChange) and e.op.value == "UPDATE"]
     assert change.before[0] == change.after[0]
 
 
@@ -69,7 +68,7 @@ def test_ddl_carries_no_structure_and_goes_to_partition_zero():
     feed.truncate_table("arch", "t2")
     feed.drop_table("arch", "t2")
     assert {m.partition for m in feed.messages if m.kind == "DDL"} == {0}
-    changes = [e for e in decode(CanalJsonDecoder(), feed) if isinstance(e, SchemaChange)]
+    changes = [e for e in decode(canal_decoder(), feed) if isinstance(e, SchemaChange)]
     assert [(c.kind, c.table, c.schema) for c in changes] == [
         (SchemaChangeKind.CREATE, TableName("shop", "t"), None),
         (SchemaChangeKind.RENAME, TableName("arch", "t2"), None),
@@ -93,8 +92,8 @@ def test_renamed_from(statement, new, old):
 
 
 def test_without_the_extension_offsets_order_and_commit_ts_is_unknown():
-    events = decode(CanalJsonDecoder(enable_tidb_extension=False), workload(canal(enable_tidb_extension=False)))
-    assert CanalJsonDecoder(enable_tidb_extension=False).ordering is Ordering.OFFSET
+    events = decode(canal_decoder(enable_tidb_extension=False, allow_offset_ordering=True), workload(canal(enable_tidb_extension=False)))
+    assert canal_decoder(enable_tidb_extension=False, allow_offset_ordering=True).ordering is Ordering.OFFSET
     assert not any(isinstance(e, Watermark) for e in events)
     assert {e.commit_ts for e in events if isinstance(e, RowChange)} == {0}
 
@@ -118,15 +117,15 @@ def test_unknown_mysql_type_is_bad_input():
     row = {"id": 0, "database": "d", "table": "t", "pkNames": ["id"], "isDdl": False, "type": "INSERT",
            "mysqlType": {"id": "hyperloglog"}, "data": [{"id": "1"}], "_tidb": {"commitTs": 5}}
     with pytest.raises(DecodeError, match="unsupported mysqlType 'hyperloglog'"):
-        CanalJsonDecoder().decode(RawMessage("t", 0, 0, None, json.dumps(row).encode()))
+        canal_decoder().decode(RawMessage("t", 0, 0, None, json.dumps(row).encode()))
 
 
 def test_compressed_stream_read_without_decompression_is_bad_input():
     feed = workload(canal(compression="lz4"))
     with pytest.raises(DecodeError, match="not JSON"):
-        decode(CanalJsonDecoder(), feed)
+        decode(canal_decoder(), feed)
     with pytest.raises(DecodeError, match="not snappy-compressed as configured"):
-        decode(CanalJsonDecoder(compression="snappy"), feed)
+        decode(canal_decoder(large_message_compression="snappy"), feed)
 
 
 # --- claim-check and handle-key-only ------------------------------------------------
@@ -139,8 +138,8 @@ def test_claim_checked_rows_are_read_from_the_configured_root(tmp_path):
     store.mkdir()
     feed = workload(canal(content_compatible=True, compression="lz4", claim_check_dir=store, claim_check_over_bytes=200))
     assert any(b"claimCheckLocation" in _plain(m.value) for m in feed.messages)
-    decoder = CanalJsonDecoder(compression="lz4", claim_check=ClaimCheck(f"file://{store}"))
-    reference = decode(CanalJsonDecoder(), workload(canal(content_compatible=True)))
+    decoder = canal_decoder(large_message_compression="lz4", claim_check_root=f"file://{store}")
+    reference = decode(canal_decoder(), workload(canal(content_compatible=True)))
     assert rows(decode(decoder, feed)) == rows(reference)
 
 
@@ -165,7 +164,7 @@ def test_a_claim_check_location_outside_the_root_is_never_read(tmp_path):
     outside.mkdir()
     original = claim_message("x").replace(b',"claimCheckLocation":"x"', b"")
     (outside / "secret.json").write_text(json.dumps({"key": None, "value": base64.b64encode(original).decode()}))
-    decoder = CanalJsonDecoder(claim_check=ClaimCheck(str(root)))
+    decoder = canal_decoder(claim_check_root=str(root))
     for location in (f"file://{outside}/secret.json", f"{root}/../outside/secret.json", "s3://elsewhere/secret.json"):
         with pytest.raises(DecodeError, match=f"claim-check file '{root}/secret.json' does not exist"):
             decoder.decode(RawMessage("t", 0, 0, None, claim_message(location)))
@@ -180,23 +179,23 @@ def test_a_claim_check_location_outside_the_root_is_never_read(tmp_path):
 
 def test_corrupt_or_missing_claim_check_is_a_typed_error(tmp_path):
     (tmp_path / "bad.json").write_text("not json")
-    decoder = CanalJsonDecoder(claim_check=ClaimCheck(str(tmp_path)))
+    decoder = canal_decoder(claim_check_root=str(tmp_path))
     with pytest.raises(DecodeError, match="is not a claim-check message"):
         decoder.decode(RawMessage("t", 0, 0, None, claim_message("s3://b/bad.json")))
     with pytest.raises(DecodeError, match="claim_check_root is not set"):
-        CanalJsonDecoder().decode(RawMessage("t", 0, 0, None, claim_message("s3://b/bad.json")))
+        canal_decoder().decode(RawMessage("t", 0, 0, None, claim_message("s3://b/bad.json")))
 
 
 def test_handle_key_only_is_bad_input_never_a_partial_row():
     body = json.loads(claim_message("x"))
     body["_tidb"] = {"commitTs": 5, "onlyHandleKey": True}
     with pytest.raises(DecodeError, match="handle-key-only"):
-        CanalJsonDecoder().decode(RawMessage("t", 0, 0, None, json.dumps(body).encode()))
+        canal_decoder().decode(RawMessage("t", 0, 0, None, json.dumps(body).encode()))
 
 
 def test_claim_check_raw_value(tmp_path):
     original = claim_message("x").replace(b',"claimCheckLocation":"x"', b"")
     (tmp_path / "raw.json").write_bytes(compress("snappy", original))
-    decoder = CanalJsonDecoder(compression="snappy", claim_check=ClaimCheck(str(tmp_path), raw_value=True))
+    decoder = canal_decoder(large_message_compression="snappy", claim_check_root=str(tmp_path), claim_check_raw_value=True)
     (row,) = decoder.decode(RawMessage("t", 0, 0, None, compress("snappy", claim_message("file:///raw.json"))))
     assert row.after == (1,)

@@ -8,14 +8,24 @@ from decimal import Decimal
 
 import pytest
 
-from schema_cache.changefeed import Changefeed
-from schema_cache.debezium.decoder import DebeziumDecoder, parse_table_ids
-from schema_cache.debezium.writer import DebeziumWriter
-from schema_cache.events import Op, Ordering, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName, Watermark
+from schema_cache.debezium.decoder import parse_table_ids
+from schema_cache.events import (
+    Op,
+    Ordering,
+    RawMessage,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    Watermark,
+)
 from schema_cache.exceptions import DecodeError
 from schema_cache.simple.decoder import SimpleDecoder
-from schema_cache.simple.writer import column
-from tests.decoding import ROW, decode, rows, workload
+from testbed.changefeed import Changefeed
+from testbed.encoders.debezium import DebeziumWriter
+from testbed.tables import column
+from tests.decoding import ROW, debezium_decoder, decode, rows, workload
+
 
 @pytest.mark.parametrize("with_schema", [True, False], ids=["schema", "disable-schema"])
 def test_same_rows_as_simple_where_debezium_carries_the_information(with_schema):
@@ -24,7 +34,7 @@ def test_same_rows_as_simple_where_debezium_carries_the_information(with_schema)
     # double), and identical Spark types once the CREATE's description is known.
     simple = decode(SimpleDecoder(), workload(Changefeed()))
     dbz_feed = workload(Changefeed(debezium_writer=DebeziumWriter(with_schema=with_schema)))
-    debezium = decode(DebeziumDecoder(enable_tidb_extension=True), dbz_feed)
+    debezium = decode(debezium_decoder(), dbz_feed)
     assert rows(debezium) == rows(simple)
     simple_types = [c.spark_type for c in next(e for e in simple if isinstance(e, RowChange)).schema.columns]
     dbz_types = [c.spark_type for c in next(e for e in debezium if isinstance(e, RowChange)).schema.columns]
@@ -37,11 +47,11 @@ def test_inline_schema_alone_without_ddl_or_extension():
     # types come from the Connect schema alone.
     feed = workload(Changefeed(debezium_writer=DebeziumWriter(enable_tidb_extension=False)))
     feed.messages[:] = [m for m in feed.messages if m.kind == "DML"]
-    decoder = DebeziumDecoder(enable_tidb_extension=False)
+    decoder = debezium_decoder(enable_tidb_extension=False, allow_offset_ordering=True)
     assert decoder.ordering is Ordering.OFFSET
     (first, *_) = [e for e in decode(decoder, feed) if isinstance(e, RowChange)]
     types = {c.name: c.spark_type for c in first.schema.columns}
-    values = dict(zip(first.schema.column_names(), first.after))
+    values = dict(zip(first.schema.column_names(), first.after, strict=True))
     # What the Connect schema cannot tell (README): DECIMAL is a double, BIGINT UNSIGNED an
     # int64 (so 2^64-1 reads -1), TINYINT an int16, binary strings text (base64).
     assert types["price"] == "DOUBLE" and values["price"] == pytest.approx(-123456789.125)
@@ -56,7 +66,7 @@ def test_rows_before_any_description_wait_when_schemas_are_disabled():
     feed = workload(Changefeed(debezium_writer=DebeziumWriter(with_schema=False)))
     ddl = [m for m in feed.messages if m.kind == "DDL"]
     dml = [m for m in feed.messages if m.kind == "DML"]
-    decoder = DebeziumDecoder()
+    decoder = debezium_decoder()
     assert decode(decoder, _only(dml)) == []
     assert len(decoder.parked()) == len(dml)
     released = decode(decoder, _only(ddl[:1]))
@@ -78,7 +88,7 @@ def test_ddl_kinds_from_table_changes():
     feed.truncate_table("arch", "t2")
     feed.drop_table("arch", "t2")
     feed.messages[:] = [m for m in feed.messages if m.partition == 0]
-    changes = [e for e in decode(DebeziumDecoder(), feed) if isinstance(e, SchemaChange)]
+    changes = [e for e in decode(debezium_decoder(), feed) if isinstance(e, SchemaChange)]
     assert [(c.kind, c.table.table) for c in changes] == [
         (SchemaChangeKind.CREATE, "t"),
         (SchemaChangeKind.ALTER, "t"),
@@ -94,12 +104,12 @@ def test_ddl_kinds_from_table_changes():
 def test_database_ddl_is_skipped_and_watermarks_decode():
     writer = DebeziumWriter()
     _, value = writer.watermark(12345)
-    assert DebeziumDecoder().decode(RawMessage("cdc", 1, 7, None, value)) == [
+    assert debezium_decoder().decode(RawMessage("cdc", 1, 7, None, value)) == [
         Watermark(12345, RawMessage("cdc", 1, 7, None, None).position)
     ]
     database_ddl = json.dumps({"payload": {"source": {"db": "shop", "table": "", "commit_ts": 5},
                                            "ddl": "CREATE DATABASE shop", "tableChanges": []}}).encode()
-    assert DebeziumDecoder().decode(RawMessage("cdc", 0, 0, None, database_ddl)) == []
+    assert debezium_decoder().decode(RawMessage("cdc", 0, 0, None, database_ddl)) == []
 
 
 def test_delete_without_before_uses_the_key():
@@ -107,7 +117,7 @@ def test_delete_without_before_uses_the_key():
     message = next(m for m in feed.messages if b'"op":"d"' in m.value)
     body = json.loads(message.value)
     del body["payload"]["before"]
-    decoder = DebeziumDecoder()
+    decoder = debezium_decoder()
     decode(decoder, _only([m for m in feed.messages if m.kind == "DDL"][:1]))
     (deleted,) = decoder.decode(RawMessage("cdc", 0, 99, message.key, json.dumps(body).encode()))
     assert deleted.op is Op.DELETE and deleted.before[0] == Decimal(1)
@@ -119,7 +129,7 @@ def test_delete_without_before_uses_the_key():
 )
 def test_bad_messages(value, reason):
     with pytest.raises(DecodeError, match=reason):
-        DebeziumDecoder().decode(RawMessage("cdc", 0, 3, None, value))
+        debezium_decoder().decode(RawMessage("cdc", 0, 3, None, value))
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from apply.gate import WatermarkGate
 from schema_cache.events import (
     Op,
     Position,
@@ -12,7 +13,7 @@ from schema_cache.events import (
     TableSchema,
     Watermark,
 )
-from apply.gate import WatermarkGate
+from schema_cache.events import TopicPartition as TP
 
 T = TableName("db", "t")
 SCHEMA = TableSchema(T, (), ("id",))
@@ -95,7 +96,7 @@ def test_pending_offsets_are_the_lowest_buffered_per_partition():
     gate = WatermarkGate({"a": [0, 1]})
     for event in (row(5, 0, 3), row(6, 0, 4), row(7, 1, 9)):
         gate.add(event)
-    assert gate.pending_offsets() == {("a", 0): 3, ("a", 1): 9}
+    assert gate.pending_offsets() == {TP("a", 0): 3, TP("a", 1): 9}
 
 
 def test_safe_watermarks_only_count_watermarks_before_the_committed_offset():
@@ -104,13 +105,13 @@ def test_safe_watermarks_only_count_watermarks_before_the_committed_offset():
     gate = WatermarkGate({"a": [0]})
     gate.add(mark(10, 0, 1))
     gate.add(mark(20, 0, 5))
-    assert gate.safe_watermarks({("a", 0): 4}) == {("a", 0): 10}
-    assert gate.safe_watermarks({("a", 0): 6}) == {("a", 0): 20}
+    assert gate.safe_watermarks({TP("a", 0): 4}) == {TP("a", 0): 10}
+    assert gate.safe_watermarks({TP("a", 0): 6}) == {TP("a", 0): 20}
 
 
 def test_restored_watermarks_gate_like_observed_ones_and_are_saved_again():
     gate = WatermarkGate({"a": [0, 1]})
-    gate.restore({("a", 0): 30, ("a", 1): 25})
+    gate.restore({TP("a", 0): 30, TP("a", 1): 25})
     gate.add(row(24, 1, 100))
     assert [e.commit_ts for e in gate.release()] == [24]
-    assert gate.safe_watermarks({("a", 0): 50, ("a", 1): 101}) == {("a", 0): 30, ("a", 1): 25}
+    assert gate.safe_watermarks({TP("a", 0): 50, TP("a", 1): 101}) == {TP("a", 0): 30, TP("a", 1): 25}

@@ -9,15 +9,23 @@ from decimal import Decimal
 
 import pytest
 
-from schema_cache.changefeed import Changefeed
-from schema_cache.events import Op, Ordering, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName, Watermark
+from schema_cache.events import (
+    Op,
+    Ordering,
+    RawMessage,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    Watermark,
+)
 from schema_cache.exceptions import DecodeError
-from schema_cache.large_messages import ClaimCheck
-from schema_cache.open_protocol.decoder import OpenProtocolDecoder, go_unquote
-from schema_cache.open_protocol.writer import OpenProtocolWriter, go_quote
+from schema_cache.open_protocol.decoder import go_unquote
 from schema_cache.simple.decoder import SimpleDecoder
-from schema_cache.simple.writer import column
-from tests.decoding import ROW, decode, rows, workload
+from testbed.changefeed import Changefeed
+from testbed.encoders.open_protocol import OpenProtocolWriter, go_quote
+from testbed.tables import column
+from tests.decoding import ROW, decode, open_decoder, rows, workload
 
 
 def feed(**options) -> Changefeed:
@@ -28,9 +36,9 @@ def test_values_and_types():
     # Setup: the all-types workload as Open Protocol. Expect: what the protocol carries comes out
     # exactly; what it does not carry (ENUM/SET members, DECIMAL precision, BIT width) keeps
     # TiCDC's index/bitmask, the exact decimal text, and a 20-digit decimal.
-    events = decode(OpenProtocolDecoder(), workload(feed()))
+    events = decode(open_decoder(), workload(feed()))
     row = next(e for e in events if isinstance(e, RowChange) and e.after and e.after[0] == 2**64 - 1)
-    values = dict(zip(row.schema.column_names(), row.after))
+    values = dict(zip(row.schema.column_names(), row.after, strict=True))
     types = {c.name: c.spark_type for c in row.schema.columns}
     assert row.schema.key == ("id",)
     assert values["id"] == Decimal(2**64 - 1) and types["id"] == "DECIMAL(20,0)"
@@ -44,7 +52,7 @@ def test_values_and_types():
 
 def test_same_changes_as_simple_for_the_columns_both_carry():
     simple = decode(SimpleDecoder(), workload(Changefeed()))
-    opened = decode(OpenProtocolDecoder(), workload(feed()))
+    opened = decode(open_decoder(), workload(feed()))
     carried = [i for i, c in enumerate(next(e for e in simple if isinstance(e, RowChange)).schema.columns)
                if c.name in ("id", "i8", "u16", "u32", "f", "d", "name", "raw", "day", "at", "at6", "ts", "t", "y", "doc")]
 
@@ -65,7 +73,7 @@ def test_rows_are_batched_and_resolved_events_are_watermarks():
         for i in range(12):
             txn.insert("d", "t", {"id": i})
     batched = [m for m in changefeed.messages if m.kind == "DML"]
-    decoder = OpenProtocolDecoder()
+    decoder = open_decoder()
     assert decoder.ordering is Ordering.COMMIT_TS
     per_message = [len(decoder.decode(RawMessage("t", m.partition, 0, m.key, m.value))) for m in batched]
     assert sum(per_message) == 12 and max(per_message) == 2
@@ -82,7 +90,7 @@ def test_ddl_kinds_without_structure():
     changefeed.truncate_table("shop", "t2")
     changefeed.drop_table("shop", "t2")
     changefeed.messages[:] = [m for m in changefeed.messages if m.partition == 0]
-    changes = [e for e in decode(OpenProtocolDecoder(), changefeed) if isinstance(e, SchemaChange)]
+    changes = [e for e in decode(open_decoder(), changefeed) if isinstance(e, SchemaChange)]
     assert [(c.kind, c.table.table, c.schema) for c in changes] == [
         (SchemaChangeKind.CREATE, "t", None),
         (SchemaChangeKind.ALTER, "t", None),
@@ -97,8 +105,8 @@ def test_ddl_kinds_without_structure():
 def test_compression_and_claim_check(tmp_path, compression):
     changefeed = workload(feed(compression=compression, claim_check_dir=tmp_path, claim_check_over_bytes=300))
     assert any(tmp_path.iterdir())
-    decoder = OpenProtocolDecoder(compression=compression, claim_check=ClaimCheck(str(tmp_path)))
-    assert rows(decode(decoder, changefeed)) == rows(decode(OpenProtocolDecoder(), workload(feed())))
+    decoder = open_decoder(large_message_compression=compression, claim_check_root=str(tmp_path))
+    assert rows(decode(decoder, changefeed)) == rows(decode(open_decoder(), workload(feed())))
 
 
 @pytest.mark.parametrize(
@@ -123,7 +131,7 @@ def test_go_quote_round_trips_every_byte():
 
 
 def test_framing_errors_are_typed():
-    decoder = OpenProtocolDecoder()
+    decoder = open_decoder()
     with pytest.raises(DecodeError, match="lacks batch version 1"):
         decoder.decode(RawMessage("t", 0, 0, struct.pack(">Q", 2), b""))
     key = struct.pack(">Q", 1) + struct.pack(">Q", 2) + b"{}"
@@ -135,7 +143,7 @@ def test_framing_errors_are_typed():
 
 def test_delete_and_update_shapes():
     changefeed = workload(feed())
-    changes = [e for e in decode(OpenProtocolDecoder(), changefeed) if isinstance(e, RowChange)]
+    changes = [e for e in decode(open_decoder(), changefeed) if isinstance(e, RowChange)]
     assert {c.op for c in changes} == {Op.INSERT, Op.UPDATE, Op.DELETE}
     update = next(c for c in changes if c.op is Op.UPDATE)
     assert update.before[0] == update.after[0] and update.before != update.after
@@ -145,7 +153,7 @@ def test_handle_key_only_is_bad_input():
     key = {"ts": 5, "scm": "d", "tbl": "t", "t": 1, "ohk": True}
     message_key, value = OpenProtocolWriter.frame([(json.dumps(key).encode(), b'{"u": {}}')])
     with pytest.raises(DecodeError, match="handle-key-only"):
-        OpenProtocolDecoder().decode(RawMessage("t", 0, 0, message_key, value))
+        open_decoder().decode(RawMessage("t", 0, 0, message_key, value))
 
 
 def test_timestamps_in_the_server_zone():
@@ -154,5 +162,5 @@ def test_timestamps_in_the_server_zone():
     moment = dt.datetime(2024, 3, 1, 0, 0, tzinfo=dt.timezone.utc)
     with changefeed.transaction() as txn:
         txn.insert("d", "t", {"id": 1, "at": moment})
-    (row,) = [e for e in decode(OpenProtocolDecoder(timestamp_zone="Asia/Kolkata"), changefeed) if isinstance(e, RowChange)]
+    (row,) = [e for e in decode(open_decoder(timestamp_zone="Asia/Kolkata"), changefeed) if isinstance(e, RowChange)]
     assert row.after[1] == moment

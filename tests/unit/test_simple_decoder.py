@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from schema_cache.decoder import DecoderOptions, create_decoder
 from schema_cache.events import Op, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName, Watermark
 from schema_cache.exceptions import ConfigError, DecodeError, SchemaNotFoundError
+from schema_cache.protocols import create_decoder, protocol_options
 from schema_cache.simple.decoder import SimpleDecoder
-from schema_cache.simple.writer import SimpleJsonWriter, column, table_schema, timestamp
+from schema_cache.simple.options import SimpleOptions
+from testbed.encoders.simple import SimpleJsonWriter
+from testbed.tables import column, table_schema, timestamp
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "simple"
 
@@ -97,7 +99,7 @@ def test_parked_message_times_out_as_typed_error():
     # Setup: a parked INSERT and a clock past the schema wait.
     # Expect: take_errors returns a SchemaNotFoundError naming the message; it is no longer parked.
     now = [100.0]
-    decoder = SimpleDecoder(schema_wait_seconds=30, clock=lambda: now[0])
+    decoder = SimpleDecoder(SimpleOptions(schema_wait_seconds=30), clock=lambda: now[0])
     decoder.decode(message(fixture("spec_insert.json"), 7, partition=2, topic="orders"))
     assert decoder.take_errors() == []
     now[0] += 31
@@ -235,7 +237,7 @@ def test_values_are_converted_per_column_type():
     writer = SimpleJsonWriter()
     decoder.decode(message(writer.bootstrap(schema)))
     (change,) = decoder.decode(message(writer.insert(schema, 9, row)))
-    values = dict(zip(change.schema.column_names(), change.after))
+    values = dict(zip(change.schema.column_names(), change.after, strict=True))
     types = {c.name: c.spark_type for c in change.schema.columns}
     assert values["id"] == Decimal("18446744073709551615") and types["id"] == "DECIMAL(20,0)"
     assert values["tiny_u"] == 255 and types["tiny_u"] == "SMALLINT"
@@ -259,10 +261,11 @@ def test_values_are_converted_per_column_type():
 
 
 def test_create_decoder_rejects_unknown_protocol_and_encoding():
-    with pytest.raises(ConfigError, match=r"protocol.name: unknown protocol 'canal'; allowed: avro, canal-json, debezium, open-protocol, simple"):
+    with pytest.raises(ConfigError, match=r"protocol.name: 'canal' is not allowed; allowed: avro, canal-json, debezium, open-protocol, simple"):
         create_decoder("canal")
-    with pytest.raises(ConfigError, match=r"protocol.encoding: 'protobuf' is not allowed for protocol 'simple'"):
-        create_decoder("simple", DecoderOptions(encoding="protobuf"))
+    with pytest.raises(ConfigError, match=r"protocol.encoding: 'protobuf' is not allowed; allowed: json, avro"):
+        create_decoder(protocol_options("simple", {"encoding": "protobuf"}))
+    assert isinstance(create_decoder(protocol_options("simple", {"encoding": "avro"})), SimpleDecoder)
 
 
 def test_rename_table_names_the_previous_table_by_its_table_id():

@@ -12,8 +12,10 @@ from schema_cache.events import RawMessage, RowChange, SchemaChange, Watermark
 from schema_cache.exceptions import DecodeError
 from schema_cache.simple import avro
 from schema_cache.simple.decoder import SimpleDecoder
-from schema_cache.simple.writer import SimpleAvroWriter, SimpleJsonWriter, column, table_schema, timestamp
+from schema_cache.simple.options import SimpleOptions
 from schema_cache.types import TypeOptions
+from testbed.encoders.simple import SimpleAvroWriter, SimpleJsonWriter, unsigned_bigint
+from testbed.tables import column, table_schema, timestamp
 
 ALL_TYPES = table_schema(
     "d",
@@ -97,11 +99,11 @@ def decode_all(decoder: SimpleDecoder, values: list[bytes]) -> list:
 def test_json_and_avro_yield_identical_events():
     # Setup: the same upstream changes over every supported type, encoded both ways.
     # Expect: the decoded events are equal, value for value.
-    from_json = decode_all(SimpleDecoder(encoding="json"), stream(SimpleJsonWriter(build_ts_ms=1)))
-    from_avro = decode_all(SimpleDecoder(encoding="avro"), stream(SimpleAvroWriter(build_ts_ms=1)))
+    from_json = decode_all(SimpleDecoder(SimpleOptions(encoding="json")), stream(SimpleJsonWriter(build_ts_ms=1)))
+    from_avro = decode_all(SimpleDecoder(SimpleOptions(encoding="avro")), stream(SimpleAvroWriter(build_ts_ms=1)))
     assert [type(e) for e in from_json] == [SchemaChange, RowChange, RowChange, RowChange, RowChange, Watermark]
     assert from_avro == from_json
-    inserted = dict(zip(from_json[1].schema.column_names(), from_json[1].after))
+    inserted = dict(zip(from_json[1].schema.column_names(), from_json[1].after, strict=True))
     assert inserted["id"] == Decimal("18446744073709551615")
     assert inserted["bits"] == Decimal("18446744073709551615")
     assert inserted["ts"] == dt.datetime(2038, 1, 19, 2, 14, 7, 999999, tzinfo=dt.timezone.utc)
@@ -119,7 +121,7 @@ def test_avro_messages_are_the_message_branch_of_the_top_level_union():
 
 
 def test_avro_unsigned_bigint_above_two_to_the_63_is_restored():
-    payload = avro.unsigned_bigint(2**63 + 5)
+    payload = unsigned_bigint(2**63 + 5)
     assert payload[1]["value"] < 0  # on the wire: two's complement in a signed long
     value = SimpleAvroWriter().insert(ALL_TYPES, 1, {"id": 2**63 + 5})
     assert avro.read(value)["data"]["id"] == str(2**63 + 5)
@@ -128,7 +130,7 @@ def test_avro_unsigned_bigint_above_two_to_the_63_is_restored():
 def test_avro_bit_default_as_raw_bytes():
     # Avro carries a BIT default as the literal's bytes, JSON as a number.
     schema = dict(ALL_TYPES, columns=[column("id", "int", nullable=False), column("b", "bit", length=16, default="\x01\x02")])
-    decoder = SimpleDecoder(encoding="avro")
+    decoder = SimpleDecoder(SimpleOptions(encoding="avro"))
     decode_all(decoder, [SimpleAvroWriter().bootstrap(schema)])
     (row,) = decode_all(decoder, [SimpleAvroWriter().insert(schema, 5, {"id": 1, "b": 3})])
     assert row.schema.columns[1].default == 0x0102
@@ -137,7 +139,7 @@ def test_avro_bit_default_as_raw_bytes():
 def test_garbage_is_a_decode_error_in_both_encodings():
     for encoding, value in (("avro", b"\x16\x99"), ("avro", b"\x02junk"), ("json", b"\x16\x99")):
         with pytest.raises(DecodeError, match="offset 3"):
-            SimpleDecoder(encoding=encoding).decode(RawMessage("t", 0, 3, None, value))
+            SimpleDecoder(SimpleOptions(encoding=encoding)).decode(RawMessage("t", 0, 3, None, value))
 
 
 @pytest.mark.parametrize(
@@ -157,7 +159,7 @@ def test_type_options(option, value, column_name, spark, expected):
     decoder = SimpleDecoder(types=options)
     writer = SimpleJsonWriter()
     (change, row) = decode_all(decoder, stream(writer)[1:3])
-    got = dict(zip(row.schema.column_names(), row.after))[column_name]
+    got = dict(zip(row.schema.column_names(), row.after, strict=True))[column_name]
     assert {c.name: c.spark_type for c in row.schema.columns}[column_name] == spark
     assert got == pytest.approx(expected) if isinstance(expected, float) else got == expected
 

@@ -16,12 +16,11 @@ from decimal import Decimal
 import pytest
 
 from schema_cache.events import Op, Ordering, RawMessage, RowChange, SchemaChange, TableName
-from schema_cache.exceptions import DecodeError
-from schema_cache.simple.writer import column, table_schema
+from schema_cache.exceptions import DecodeError, RegistryError, RegistryUnavailableError
 from schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
-from schema_cache.ticdc_avro.registry import RegistryError, RegistryOptions, RegistryUnavailableError, SchemaRegistry
-from schema_cache.ticdc_avro.table_schema import AvroOptions
-from schema_cache.ticdc_avro.writer import TiCDCAvroWriter
+from testbed.encoders.ticdc_avro import TiCDCAvroWriter
+from testbed.tables import column, table_schema
+from tests.decoding import avro_decoder
 from tests.registry_server import FakeSchemaRegistry
 
 UTC = dt.timezone.utc
@@ -72,7 +71,7 @@ TOPIC = "tidb_shop_items"
 
 
 def decoder_for(registry: FakeSchemaRegistry, **options) -> TiCDCAvroDecoder:
-    return TiCDCAvroDecoder(SchemaRegistry(RegistryOptions(url=registry.url, max_wait_seconds=5)), AvroOptions(**options))
+    return avro_decoder(registry.url, **options)
 
 
 def message(key, value, offset=0, topic=TOPIC, partition=0) -> RawMessage:
@@ -100,7 +99,7 @@ def test_insert_update_and_tombstone_delete(registry, extension):
     assert inserted.op is (Op.INSERT if extension else Op.UPSERT)
     assert updated.op is Op.UPSERT
     assert inserted.commit_ts == (5 << 18 if extension else 0)
-    values = dict(zip(inserted.schema.column_names(), inserted.after))
+    values = dict(zip(inserted.schema.column_names(), inserted.after, strict=True))
     types = {c.name: c.spark_type for c in inserted.schema.columns}
     assert values["id"] == Decimal(2**63 + 7) and types["id"] == "DECIMAL(20,0)"
     assert (values["small"], types["small"]) == (65535, "INT")
@@ -122,9 +121,9 @@ def test_insert_update_and_tombstone_delete(registry, extension):
 
 def test_bigint_unsigned_and_decimal_string_modes(registry):
     writer = TiCDCAvroWriter(registry.url, decimal_mode="string", bigint_mode="string")
-    decoder = decoder_for(registry, decimal_handling_mode="string", bigint_unsigned_handling_mode="string")
+    decoder = decoder_for(registry, avro_decimal_handling_mode="string", avro_bigint_unsigned_handling_mode="string")
     _, row = decoder.decode(message(*writer.row("tidb_shop_strings", TABLE, "INSERT", 1, None, ROW), topic="tidb_shop_strings"))
-    values = dict(zip(row.schema.column_names(), row.after))
+    values = dict(zip(row.schema.column_names(), row.after, strict=True))
     types = {c.name: c.spark_type for c in row.schema.columns}
     assert (values["id"], types["id"]) == (Decimal(2**63 + 7), "DECIMAL(20,0)")
     # string mode carries no precision: the exact text is kept
@@ -134,7 +133,7 @@ def test_bigint_unsigned_and_decimal_string_modes(registry):
 def test_modes_must_match_the_changefeed(registry):
     writer = TiCDCAvroWriter(registry.url)  # precise decimals, long unsigned bigints
     with pytest.raises(DecodeError, match="DECIMAL encoded as precise but protocol.avro_decimal_handling_mode is 'string'"):
-        decoder_for(registry, decimal_handling_mode="string").decode(message(*writer.row(TOPIC, TABLE, "INSERT", 1, None, ROW)))
+        decoder_for(registry, avro_decimal_handling_mode="string").decode(message(*writer.row(TOPIC, TABLE, "INSERT", 1, None, ROW)))
     with pytest.raises(DecodeError, match="lacks TiDB extension fields but protocol.enable_tidb_extension is true"):
         decoder_for(registry, enable_tidb_extension=True).decode(message(*writer.row(TOPIC, TABLE, "INSERT", 1, None, ROW)))
 
@@ -210,7 +209,7 @@ def test_registry_unavailable_then_recovering_loses_nothing():
         registry.stop()
         threading.Timer(2.0, registry.start).start()
         started = time.monotonic()
-        events = TiCDCAvroDecoder(SchemaRegistry(RegistryOptions(url=registry.url, max_wait_seconds=60))).decode(
+        events = avro_decoder(registry.url, max_wait_seconds=60).decode(
             message(key, value)
         )
         assert time.monotonic() - started >= 1.5
@@ -228,7 +227,7 @@ def test_registry_errors_are_retried_then_typed():
         assert decoder_for(registry).decode(message(key, value))[-1].after[0] == Decimal(2**63 + 7)
         registry.failures_left = 10_000
         with pytest.raises(RegistryUnavailableError, match="schema registry unavailable for 1s"):
-            TiCDCAvroDecoder(SchemaRegistry(RegistryOptions(url=registry.url, max_wait_seconds=1))).decode(
+            avro_decoder(registry.url, max_wait_seconds=1).decode(
                 message(key, value)
             )
     finally:
@@ -242,10 +241,10 @@ def test_basic_auth_from_url_encoded_user_info():
     try:
         authed = registry.url.replace("http://", "http://us%40er:p%3Ass@")
         key, value = TiCDCAvroWriter(authed).row(TOPIC, TABLE, "INSERT", 1, None, ROW)
-        events = TiCDCAvroDecoder(SchemaRegistry(RegistryOptions(url=authed))).decode(message(key, value))
+        events = avro_decoder(authed).decode(message(key, value))
         assert events[-1].after[0] == Decimal(2**63 + 7)
         # Without credentials: refused at once, not retried, not a bad message.
         with pytest.raises(RegistryError, match="refused schema id .*Unauthorized"):
-            TiCDCAvroDecoder(SchemaRegistry(RegistryOptions(url=registry.url))).decode(message(key, value))
+            avro_decoder(registry.url).decode(message(key, value))
     finally:
         registry.stop()

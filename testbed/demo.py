@@ -8,21 +8,23 @@ sends those as DELETE + INSERT at one commitTs).
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import logging
 import random
 import shutil
+import sys
 from decimal import Decimal
 from pathlib import Path
 
 from jobs import config as config_module
-from jobs.local_kafka import LocalKafka
 from jobs.paths import cache_dir
 from jobs.pipeline import Pipeline, RunResult
-from jobs.produce import ensure_topic, produce
 from jobs.session import get_spark
-from schema_cache.changefeed import Changefeed
-from schema_cache.simple.writer import column
+from testbed.changefeed import Changefeed
+from testbed.local_kafka import LocalKafka
+from testbed.produce import ensure_topic, produce
+from testbed.tables import column
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +144,7 @@ def run_demo(workdir: Path | None = None) -> RunResult:
             }
         )
         spark = get_spark()
-        result = Pipeline(config, spark).run()
+        result = Pipeline.from_config(config, spark).run()
     print(
         f"\napplied {result.rows_applied} row changes and {result.schema_changes} DDL in {result.batches} batches "
         f"from {result.messages} messages; tables in {workdir / 'delta'}\n"
@@ -174,3 +176,17 @@ def _same(actual: list[tuple], expected: list[tuple]) -> bool:
         return value
 
     return [tuple(map(normalize, r)) for r in actual] == [tuple(map(normalize, r)) for r in expected]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m testbed.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    run_demo(args.workdir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Builds TiCDC `avro` protocol messages shaped as TiCDC's encoder shapes them.
 
-For tests and the stream stand-in (`schema_cache.changefeed`): schemas are
+For tests and the stream stand-in (`testbed.changefeed`): schemas are
 generated from a table definition the way pingcap/ticdc
 pkg/sink/codec/avro/arvo.go generates them (sanitized names, namespace
 `default.<database>`, `connect.parameters.tidb_type`, nullable columns as
@@ -15,8 +15,8 @@ import io
 import json
 import re
 import struct
+from collections.abc import Mapping
 from decimal import Context, Decimal
-from typing import Mapping
 from zoneinfo import ZoneInfo
 
 import fastavro

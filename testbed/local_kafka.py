@@ -4,7 +4,7 @@ The broker jars (org.apache.kafka:kafka_2.13 and its runtime dependencies)
 come from Maven Central through Maven's dependency plugin into the cache
 folder; the broker runs as a child `java` process.
 
-Command line: ``python -m jobs.local_kafka [--data-dir DIR] [--port N]`` runs
+Command line: ``python -m testbed.local_kafka [--data-dir DIR] [--port N]`` runs
 one in the foreground until interrupted.
 """
 
@@ -23,7 +23,6 @@ import uuid
 from pathlib import Path
 
 from jobs.paths import cache_dir
-from schema_cache.exceptions import MaterializerError
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +62,7 @@ appender.file.layout.pattern = [%d] %p %m (%c)%n
 """
 
 
-class KafkaSetupError(MaterializerError):
+class KafkaSetupError(RuntimeError):
     """The local broker could not be fetched or started."""
 
 
@@ -239,7 +238,7 @@ class LocalKafka:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.local_kafka", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m testbed.local_kafka", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=str(cache_dir() / "local-kafka"))
     parser.add_argument("--port", type=int, default=9092)
     parser.add_argument("--fetch-only", action="store_true", help="download the jars and exit")

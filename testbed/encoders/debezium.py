@@ -1,7 +1,7 @@
 """Builds TiCDC `debezium` protocol messages shaped as TiCDC's codec shapes them.
 
-For tests and the stream stand-in (`schema_cache.changefeed`), from Simple-style
-table definitions (`schema_cache.simple.writer.column/table_schema`). Shapes
+For tests and the stream stand-in (`testbed.changefeed`), from Simple-style
+table definitions (`testbed.tables.column/table_schema`). Shapes
 follow pingcap/ticdc pkg/sink/codec/debezium/codec.go: payload before schema,
 `source.commit_ts` always present, deletes with `after` null, DDL without
 `op` and with `tableChanges` (a rename's id lists old, then new), watermarks
@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 _UINT64 = 1 << 64
 _SMALL = {"tinyint": "int16", "smallint": "int16", "mediumint": "int32", "int": "int32", "bigint": "int64"}

@@ -16,12 +16,12 @@ import base64
 import datetime as dt
 import json
 import uuid
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Mapping
 from zoneinfo import ZoneInfo
 
-from schema_cache.large_messages import compress
+from testbed.encoders.large_messages import compress
 
 _BINARY_NAMES = {"char": "binary", "varchar": "varbinary", "tinytext": "tinyblob", "text": "blob",
                  "mediumtext": "mediumblob", "longtext": "longblob"}

@@ -10,79 +10,15 @@ them as such).
 from __future__ import annotations
 
 import base64
+import io
 import json
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping
+
+import fastavro
 
 from schema_cache.simple import avro
-
-_BINARY_CHARSET = {"charset": "binary", "collate": "binary"}
-_TEXT_CHARSET = {"charset": "utf8mb4", "collate": "utf8mb4_bin"}
-_TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
-
-
-def column(
-    name: str,
-    mysql_type: str,
-    *,
-    nullable: bool = True,
-    default: object = None,
-    unsigned: bool = False,
-    length: int | None = None,
-    decimal: int | None = None,
-    elements: Sequence[str] | None = None,
-    binary: bool = False,
-) -> dict:
-    """A Simple `columns[]` entry."""
-    data_type: dict = {"mysqlType": mysql_type}
-    text = mysql_type in _TEXT_TYPES and not binary
-    data_type.update(_TEXT_CHARSET if text else _BINARY_CHARSET)
-    if length is not None:
-        data_type["length"] = length
-    if decimal:
-        data_type["decimal"] = decimal
-    if elements:
-        data_type["elements"] = list(elements)
-    if unsigned:
-        data_type["unsigned"] = True
-    return {"name": name, "dataType": data_type, "nullable": nullable, "default": default}
-
-
-def table_schema(
-    database: str,
-    table: str,
-    *,
-    table_id: int,
-    version: int,
-    columns: Sequence[dict],
-    primary_key: Sequence[str] = (),
-    unique_keys: Sequence[Sequence[str]] = (),
-) -> dict:
-    """A Simple TableSchema object (JSON naming: the database is `schema`)."""
-    by_name = {c["name"]: c for c in columns}
-    indexes = []
-    if primary_key:
-        indexes.append(
-            {"name": "primary", "unique": True, "primary": True, "nullable": False, "columns": list(primary_key)}
-        )
-    for n, key in enumerate(unique_keys):
-        indexes.append(
-            {
-                "name": f"uk_{n}",
-                "unique": True,
-                "primary": False,
-                "nullable": any(by_name[c]["nullable"] for c in key),
-                "columns": list(key),
-            }
-        )
-    return {
-        "schema": database,
-        "table": table,
-        "tableID": table_id,
-        "version": version,
-        "columns": list(columns),
-        "indexes": indexes,
-    }
+from testbed.tables import timestamp  # noqa: F401 - re-exported: a Simple TIMESTAMP value
 
 
 def _wire_value(value: object) -> object:
@@ -96,11 +32,6 @@ def _wire_value(value: object) -> object:
 def _wire_row(row: Mapping[str, object]) -> dict:
     # TiCDC emits map keys sorted (Go map marshalling); kept for realism.
     return {name: _wire_value(row[name]) for name in sorted(row)}
-
-
-def timestamp(value: str, location: str = "UTC") -> dict:
-    """A TIMESTAMP value: wall-clock `value` in `location`."""
-    return {"location": location, "value": value}
 
 
 class SimpleJsonWriter:
@@ -153,6 +84,30 @@ class SimpleJsonWriter:
         return self._dml("DELETE", schema, commit_ts, old=old)
 
 
+# --- the Avro encoding ---------------------------------------------------------------
+
+_AVRO_MESSAGE = fastavro.parse_schema(avro.MESSAGE_SCHEMA)
+_ref = avro.qualified
+
+def avro_message(kind: str, payload: Mapping[str, object]) -> bytes:
+    """Encode an Avro-native payload as a Message of `kind` (WATERMARK/BOOTSTRAP/DDL/DML)."""
+    record = {"WATERMARK": "Watermark", "BOOTSTRAP": "Bootstrap", "DDL": "DDL", "DML": "DML"}[kind]
+    out = io.BytesIO()
+    fastavro.schemaless_writer(
+        out, _AVRO_MESSAGE, (_ref("Message"), {"type": kind, "payload": (_ref(record), dict(payload))})
+    )
+    return out.getvalue()
+
+
+def unsigned_bigint(value: int) -> tuple[str, dict]:
+    """A BIGINT UNSIGNED row value as TiCDC writes it (two's complement in a long)."""
+    return (_ref("UnsignedBigint"), {"value": value - (1 << 64) if value >= 1 << 63 else value})
+
+
+def timestamp_value(location: str, value: str) -> tuple[str, dict]:
+    return (_ref("Timestamp"), {"location": location, "value": value})
+
+
 _AVRO_INTEGERS = {"tinyint", "smallint", "mediumint", "int", "bigint", "year", "enum", "set"}
 _AVRO_BYTES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 
@@ -164,12 +119,12 @@ def _avro_value(data_type: Mapping[str, object], value: object) -> object:
         return None
     if kind in _AVRO_INTEGERS:
         if kind == "bigint" and data_type.get("unsigned"):
-            return avro.unsigned_bigint(int(value))
+            return unsigned_bigint(int(value))
         return ("long", int(value))
     if kind in ("float", "double"):
         return (kind, float(value))
     if kind == "timestamp":
-        return avro.timestamp_value(value["location"], value["value"])
+        return timestamp_value(value["location"], value["value"])
     if isinstance(value, (bytes, bytearray)) or kind in _AVRO_BYTES:
         return ("bytes", bytes(value))
     return ("string", str(value))
@@ -212,12 +167,12 @@ class SimpleAvroWriter(SimpleJsonWriter):
     def _encode(self, message: dict) -> bytes:
         kind = message["type"]
         if kind == "WATERMARK":
-            return avro.write("WATERMARK", {"version": 1, "commitTs": message["commitTs"], "buildTs": self._build_ts})
+            return avro_message("WATERMARK", {"version": 1, "commitTs": message["commitTs"], "buildTs": self._build_ts})
         if kind == "BOOTSTRAP":
             payload = {"version": 1, "buildTs": self._build_ts, "tableSchema": _avro_table_schema(message["tableSchema"])}
-            return avro.write("BOOTSTRAP", payload)
+            return avro_message("BOOTSTRAP", payload)
         schema = message.get("tableSchema")
-        return avro.write(
+        return avro_message(
             "DDL",
             {
                 "version": 1,
@@ -238,7 +193,7 @@ class SimpleAvroWriter(SimpleJsonWriter):
                 return None
             return {name: _avro_value(types[name], v) for name, v in sorted(values.items())}
 
-        return avro.write(
+        return avro_message(
             "DML",
             {
                 "version": 1,

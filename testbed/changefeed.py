@@ -26,17 +26,18 @@ from __future__ import annotations
 
 import datetime as dt
 import zlib
-from decimal import Decimal
-from zoneinfo import ZoneInfo
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Sequence
+from decimal import Decimal
+from zoneinfo import ZoneInfo
 
-from schema_cache.simple.writer import SimpleAvroWriter, SimpleJsonWriter, table_schema, timestamp
-from schema_cache.canal.writer import CanalJsonWriter
-from schema_cache.debezium.writer import DebeziumWriter
-from schema_cache.open_protocol.writer import OpenProtocolWriter
-from schema_cache.ticdc_avro.writer import TiCDCAvroWriter
+from testbed.encoders.canal import CanalJsonWriter
+from testbed.encoders.debezium import DebeziumWriter
+from testbed.encoders.open_protocol import OpenProtocolWriter
+from testbed.encoders.simple import SimpleAvroWriter, SimpleJsonWriter
+from testbed.encoders.ticdc_avro import TiCDCAvroWriter
+from testbed.tables import table_schema, timestamp
 
 # A plausible TSO: physical milliseconds << 18.
 _FIRST_TS = 1_700_000_000_000 << 18
@@ -368,7 +369,7 @@ class Changefeed:
     # --- DML --------------------------------------------------------------------
 
     @contextmanager
-    def transaction(self, *, watermark: bool = True) -> Iterator["_Transaction"]:
+    def transaction(self, *, watermark: bool = True) -> Iterator[_Transaction]:
         """Group changes under one commitTs; a watermark follows unless disabled.
 
         Like TiDB, a transaction yields one final mutation per key, emitted at

@@ -16,13 +16,21 @@ import datetime as dt
 import json
 import struct
 import uuid
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Mapping
 from zoneinfo import ZoneInfo
 
-from schema_cache.large_messages import compress
-from schema_cache.open_protocol.decoder import BATCH_VERSION, DDL, FLAG_BINARY, FLAG_HANDLE_KEY, FLAG_UNSIGNED, RESOLVED, ROW
+from schema_cache.open_protocol.decoder import (
+    BATCH_VERSION,
+    DDL,
+    FLAG_BINARY,
+    FLAG_HANDLE_KEY,
+    FLAG_UNSIGNED,
+    RESOLVED,
+    ROW,
+)
+from testbed.encoders.large_messages import compress
 
 _CODES = {
     "tinyint": 1, "smallint": 2, "int": 3, "float": 4, "double": 5, "timestamp": 7, "bigint": 8, "mediumint": 9,

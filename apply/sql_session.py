@@ -1,0 +1,185 @@
+"""The Spark session the job's statements run on, and how they are tagged, staged and retried.
+
+- Isolation. Delta takes a commit's `userMetadata` and idempotent-write pair
+  (txnAppId, txnVersion) from the session's SQL configuration at commit time.
+  The job therefore runs its statements on a session of its own
+  (`SparkSession.newSession()`: same application, own SQL configuration and
+  temporary views), carrying over what the user configured on theirs. Two
+  pipelines in one notebook, or concurrent per-table writers each with their
+  own `fork()`, never see each other's tags or views. Where a session cannot
+  be forked (Spark Connect), the given one is used and statements of this
+  object are serialized.
+- Tags are set for exactly one statement and removed after it.
+- Temporary views get a unique name per use; values travel inside
+  DataFrames, never as SQL text.
+- A commit that loses a race with another writer (Delta's concurrent
+  modification errors: an OPTIMIZE, another job) did not happen; it is run
+  again, a few times with jittered backoff, then ConcurrentCommitError.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from schema_cache.exceptions import ConcurrentCommitError
+
+log = logging.getLogger(__name__)
+
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_TAG_KEYS = (USER_METADATA, TXN_APP_ID, TXN_VERSION)
+
+_CONFLICT_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class CommitTags:
+    """What one statement's Delta commit records: user metadata, and an idempotent-write pair."""
+
+    user_metadata: dict | None = None
+    txn: tuple[str, int] | None = None
+
+    def settings(self) -> dict[str, str]:
+        settings = {}
+        if self.user_metadata is not None:
+            settings[USER_METADATA] = json.dumps(self.user_metadata)
+        if self.txn is not None:
+            settings[TXN_APP_ID] = self.txn[0]
+            settings[TXN_VERSION] = str(self.txn[1])
+        return settings
+
+
+def _conflict_types() -> tuple[type[BaseException], ...]:
+    # Importing delta.exceptions also makes PySpark raise these typed errors.
+    try:
+        from delta import exceptions as delta_errors
+    except ImportError:  # pragma: no cover - delta-spark is a dependency
+        return ()
+    return tuple(
+        getattr(delta_errors, name)
+        for name in (
+            "ConcurrentWriteException",
+            "MetadataChangedException",
+            "ProtocolChangedException",
+            "ConcurrentAppendException",
+            "ConcurrentDeleteReadException",
+            "ConcurrentDeleteDeleteException",
+            "ConcurrentTransactionException",
+            "DeltaConcurrentModificationException",
+        )
+        if hasattr(delta_errors, name)
+    )
+
+
+_CONFLICTS = _conflict_types()
+
+
+def is_commit_conflict(err: BaseException) -> bool:
+    """Whether `err` is Delta's "another writer committed first" (the statement did not commit)."""
+    if _CONFLICTS and isinstance(err, _CONFLICTS):
+        return True
+    # Spark Connect and older releases raise the generic class; the condition still says it.
+    condition = getattr(err, "getCondition", lambda: None)() or ""
+    return condition.startswith("DELTA_CONCURRENT") or type(err).__name__.startswith("Concurrent")
+
+
+def _isolated(spark):
+    try:
+        session = spark.newSession()
+    except Exception:  # noqa: BLE001 - Spark Connect and some runtimes cannot fork a session
+        log.info("this Spark session cannot be forked; the job's statements share it")
+        return spark, False
+    # Carry over what the user set on their session (shuffle partitions, Delta defaults, ...).
+    for row in spark.sql("SET").collect():
+        key, value = row[0], row[1]
+        if key in _TAG_KEYS or value is None:
+            continue
+        try:
+            if spark.conf.isModifiable(key):
+                session.conf.set(key, value)
+        except Exception:  # noqa: BLE001 - a setting the new session refuses stays its default
+            log.debug("not carried over to the job's session: %s", key)
+    return session, True
+
+
+class SqlSession:
+    def __init__(
+        self,
+        spark,
+        *,
+        isolate: bool = True,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.spark, self.isolated = _isolated(spark) if isolate else (spark, False)
+        self._parent = spark
+        self._sleep = sleep
+        # One statement at a time: tags are session settings.
+        self._lock = threading.RLock()
+
+    def fork(self) -> SqlSession:
+        """Another session of this application, for work running concurrently with this one's."""
+        if not self.isolated:
+            return self
+        return SqlSession(self._parent, sleep=self._sleep)
+
+    def sql(self, statement: str):
+        """A statement that commits nothing of ours (reads, DDL without tags), run now."""
+        with self._lock:
+            return self.spark.sql(statement)
+
+    def run(self, statement: str | Callable[[], object], tags: CommitTags | None = None, *, what: str = ""):
+        """Run a writing statement (SQL text, or a callable issuing it) with `tags` on its commit.
+
+        Retried when another writer committed to the table first.
+        """
+        execute = (lambda: self.spark.sql(statement)) if isinstance(statement, str) else statement
+        for attempt in range(1, _CONFLICT_ATTEMPTS + 1):
+            try:
+                with self._lock, self._tagged(tags):
+                    return execute()
+            except Exception as err:
+                if not is_commit_conflict(err):
+                    raise
+                if attempt == _CONFLICT_ATTEMPTS:
+                    raise ConcurrentCommitError(
+                        f"{what or 'a write'}: another writer committed first {attempt} times in a row; giving up "
+                        f"({type(err).__name__})"
+                    ) from err
+                delay = random.uniform(0, 0.2 * 2**attempt)
+                log.warning("%s: concurrent commit (%s); retrying in %.2fs", what or "write", type(err).__name__, delay)
+                self._sleep(delay)
+
+    @contextmanager
+    def _tagged(self, tags: CommitTags | None) -> Iterator[None]:
+        settings = tags.settings() if tags is not None else {}
+        for key, value in settings.items():
+            self.spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key in settings:
+                self.spark.conf.unset(key)
+
+    @contextmanager
+    def view(self, rows: Sequence[tuple], schema: str, prefix: str = "ticdc_delta") -> Iterator[str]:
+        """`rows` as a temporary view with a name of its own, for the duration of the block."""
+        name = f"{prefix}_{uuid.uuid4().hex}"
+        with self._lock:
+            self.spark.createDataFrame(rows, schema=schema).createOrReplaceTempView(name)
+        try:
+            yield name
+        finally:
+            with self._lock:
+                self.spark.catalog.dropTempView(name)
+
+    def table(self, name: str):
+        return self.spark.table(name)

@@ -1,0 +1,61 @@
+"""The job's SQL session: per-statement tags, and commits that lost a race retried, then given up."""
+
+from __future__ import annotations
+
+import pytest
+from delta.exceptions.base import ConcurrentAppendException
+
+from apply.sql_session import CommitTags, SqlSession, is_commit_conflict
+from schema_cache.exceptions import ConcurrentCommitError
+
+
+class _Conf:
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def unset(self, key: str) -> None:
+        del self.values[key]
+
+
+class _Session:
+    """Only what `run` touches: the configuration tags are set on."""
+
+    def __init__(self) -> None:
+        self.conf = _Conf()
+
+
+def test_a_commit_conflict_is_retried_with_the_same_tags_and_then_succeeds():
+    session = _Session()
+    sql = SqlSession(session, isolate=False, sleep=lambda _: None)
+    attempts = []
+
+    def merge():
+        attempts.append(dict(session.conf.values))
+        if len(attempts) < 3:
+            raise ConcurrentAppendException("files were added to the table by a concurrent update")
+        return "done"
+
+    tags = CommitTags({"ticdc_delta": {"appliedTs": 7}}, ("ticdc-delta", 7))
+    assert sql.run(merge, tags, what="merge t") == "done"
+    assert len(attempts) == 3 and all(a == tags.settings() for a in attempts)
+    assert session.conf.values == {}  # tags never outlive their statement
+
+
+def test_conflicts_past_the_retries_become_a_typed_error_and_other_errors_pass_through():
+    sql = SqlSession(_Session(), isolate=False, sleep=lambda _: None)
+
+    def always_conflicts():
+        raise ConcurrentAppendException("concurrent update")
+
+    with pytest.raises(ConcurrentCommitError, match=r"merge t: another writer committed first 5 times in a row"):
+        sql.run(always_conflicts, what="merge t")
+
+    def broken():
+        raise ValueError("not a conflict")
+
+    with pytest.raises(ValueError, match="not a conflict"):
+        sql.run(broken)
+    assert is_commit_conflict(ConcurrentAppendException("x")) and not is_commit_conflict(ValueError("x"))
