@@ -143,7 +143,7 @@ def test_garbage_is_a_decode_error_in_both_encodings():
 
 
 @pytest.mark.parametrize(
-    "option, value, column_name, spark, expected",
+    "option, value, column_name, spark_type, expected",
     [
         ("bigint_unsigned", "string", "id", "STRING", "18446744073709551615"),
         ("wide_decimal", "double", "dec65", "DOUBLE", 1e35),
@@ -154,13 +154,13 @@ def test_garbage_is_a_decode_error_in_both_encodings():
         ("json", "variant", "js", "VARIANT", '{"k": [1, null, "v"]}'),
     ],
 )
-def test_type_options(option, value, column_name, spark, expected):
+def test_type_options(option, value, column_name, spark_type, expected):
     options = dataclasses.replace(TypeOptions(), **{option: value})
     decoder = SimpleDecoder(types=options)
     writer = SimpleJsonWriter()
     (change, row) = decode_all(decoder, stream(writer)[1:3])
     got = dict(zip(row.schema.column_names(), row.after, strict=True))[column_name]
-    assert {c.name: c.spark_type for c in row.schema.columns}[column_name] == spark
+    assert {c.name: c.spark_type for c in row.schema.columns}[column_name] == spark_type
     assert got == pytest.approx(expected) if isinstance(expected, float) else got == expected
 
 
