@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from apply.collapse import NetChange, collapse
 from apply.delta_writer import DeltaWriter
+from apply.metrics import PhaseTimes
 from apply.progress import AppliedPoint, PendingBackfill
 from apply.tombstones import Tombstones
 from schema_cache.events import (
@@ -65,8 +66,15 @@ class ApplySummary:
 
 
 class Applier:
-    def __init__(self, writer: DeltaWriter, tombstones: Tombstones, ordering: Ordering = Ordering.COMMIT_TS) -> None:
+    def __init__(
+        self,
+        writer: DeltaWriter,
+        tombstones: Tombstones,
+        ordering: Ordering = Ordering.COMMIT_TS,
+        times: PhaseTimes | None = None,
+    ) -> None:
         self._ordering = ordering
+        self._times = times or PhaseTimes()
         self._writer = writer
         self._tombstones = tombstones
         self._tables: dict[TableName, _TableState] = {}
@@ -162,7 +170,8 @@ class Applier:
             else:
                 self._grow_structure(table, state, rows[-1].schema)
                 state.structure_open = None  # a table the rows just created has their structure
-        changes = collapse(rows, by_commit_ts=self._ordering is Ordering.COMMIT_TS)
+        with self._times.phase("collapse"):
+            changes = collapse(rows, by_commit_ts=self._ordering is Ordering.COMMIT_TS)
         schema, changes = self._project(state, table, rows[-1].schema, changes)
         point = self._point_after(state, rows, through_ts)
         self._writer.merge(table, schema, changes, point)

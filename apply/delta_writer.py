@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from apply.collapse import NetChange
 from apply.evolution import EvolutionPlan, plan
 from apply.identifiers import quote
 from apply.locator import TableLocator
+from apply.metrics import PhaseTimes
 from apply.progress import APP_ID, AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
 from apply.sql_session import SqlSession
 from schema_cache.events import Column, TableName, TableSchema
@@ -123,16 +125,18 @@ class _Step:
 class DeltaWriter:
     """The statements that change upstream tables' Delta tables, on the job's SQL session."""
 
-    def __init__(self, sql: SqlSession, locator: TableLocator) -> None:
+    def __init__(self, sql: SqlSession, locator: TableLocator, times: PhaseTimes | None = None) -> None:
         self._sql = sql
         self._locator = locator
+        self._times = times or PhaseTimes()
 
     def _name(self, table: TableName) -> str:
         return self._locator.sql_name(table)
 
     def progress(self, table: TableName) -> TableProgress:
         """Whether the table exists, and how far its commits say it is applied."""
-        return read_progress(self._sql, self._name(table))
+        with self._times.phase("table_state"):
+            return read_progress(self._sql, self._name(table))
 
     def columns(self, table: TableName) -> list[tuple[str, str]]:
         """(name, Spark type) of the table's current columns."""
@@ -140,9 +144,10 @@ class DeltaWriter:
         return [(f.name, f.dataType.simpleString()) for f in fields]
 
     def create(self, table: TableName, schema: TableSchema, point: AppliedPoint | None, *, replace: bool) -> None:
-        self._locator.prepare(self._sql, table)
         statement = create_table_sql(self._name(table), schema, replace=replace)
-        self._sql.run(statement, commit_tags(point), what=f"create {table}")
+        with self._times.phase("ddl"):
+            self._locator.prepare(self._sql, table)
+            self._sql.run(statement, commit_tags(point), what=f"create {table}")
         log.info("%s %s (%d columns)", "replaced" if replace else "created", table, len(schema.columns))
 
     def evolve(
@@ -169,6 +174,10 @@ class DeltaWriter:
         `additive_only`: only add and widen columns (structure seen in rows,
         not announced by a DDL: never lose data on its account).
         """
+        with self._times.phase("ddl"):
+            return self._evolve(table, schema, point, statement, ddl, prior, pending, additive_only)
+
+    def _evolve(self, table, schema, point, statement, ddl, prior, pending, additive_only) -> bool:
         name = self._name(table)
         change = plan(self.columns(table), schema, statement)
         if additive_only:
@@ -250,14 +259,21 @@ class DeltaWriter:
         # the commitTs. Offset points (several partitions; their `ts` is only the
         # newest DDL) rely on the applier's replay check alone.
         txn = (APP_ID, point.ts) if point.ts is not None and not point.offsets else None
-        with self._sql.view(rows, source_schema) as source:
-            self._sql.run(merge_sql(self._name(table), schema, source), commit_tags(point, txn=txn), what=f"merge {table}")
+        with ExitStack() as scope:
+            with self._times.phase("source_build"):
+                source = scope.enter_context(self._sql.view(rows, source_schema))
+            with self._times.phase("merge"):
+                statement = merge_sql(self._name(table), schema, source)
+                self._sql.run(statement, commit_tags(point, txn=txn), what=f"merge {table}")
 
     def truncate(self, table: TableName, point: AppliedPoint) -> None:
-        self._sql.run(f"DELETE FROM {self._name(table)}", commit_tags(point), what=f"truncate {table}")
+        with self._times.phase("ddl"):
+            self._sql.run(f"DELETE FROM {self._name(table)}", commit_tags(point), what=f"truncate {table}")
 
     def drop(self, table: TableName) -> None:
-        self._locator.drop(self._sql, table)
+        with self._times.phase("ddl"):
+            self._locator.drop(self._sql, table)
 
     def rename(self, old: TableName, new: TableName) -> None:
-        self._locator.rename(self._sql, old, new)
+        with self._times.phase("ddl"):
+            self._locator.rename(self._sql, old, new)

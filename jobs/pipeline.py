@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from apply.applier import Applier
 from apply.checkpoint import Checkpoint, CheckpointStore
@@ -21,6 +21,7 @@ from apply.dead_letters import DeadLetterTable
 from apply.delta_writer import DeltaWriter
 from apply.gate import Gate, gate_for
 from apply.locator import CatalogLocator, PathLocator, TableLocator
+from apply.metrics import PhaseTimes
 from apply.sql_session import SqlSession
 from apply.tombstones import Tombstones
 from jobs.config import Config
@@ -47,6 +48,8 @@ class RunResult:
     replays_skipped: int = 0
     dead_letters: int = 0
     waiting: int = 0
+    # seconds per phase of the batch loop (apply.metrics.PHASES)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 GateFactory = Callable[[Ordering, Mapping[str, Iterable[int]]], Gate]
@@ -65,6 +68,7 @@ class Pipeline:
         checkpoints: CheckpointStore,
         dead_letters: DeadLetterTable,
         gate_factory: GateFactory = gate_for,
+        times: PhaseTimes | None = None,
         stop: threading.Event | None = None,
     ) -> None:
         self._config = config
@@ -75,6 +79,7 @@ class Pipeline:
         self._checkpoints = checkpoints
         self._dead_letters = dead_letters
         self._gate_factory = gate_factory
+        self._times = times or PhaseTimes()
         self._stop = stop or threading.Event()
         self._gate: Gate | None = None
         self._batch = 0
@@ -86,13 +91,16 @@ class Pipeline:
         sql = SqlSession(spark)
         locator = locator_for(config)
         decoder = config.protocol.create_decoder(config.types)
+        times = PhaseTimes()
+        writer = DeltaWriter(sql, locator, times)
         return cls(
             config,
             source=KafkaSource(config.kafka),
             decoder=decoder,
-            applier=Applier(DeltaWriter(sql, locator), Tombstones(sql, locator), decoder.ordering),
+            applier=Applier(writer, Tombstones(sql, locator), decoder.ordering, times),
             checkpoints=CheckpointStore(sql, locator),
             dead_letters=DeadLetterTable(sql, locator, config.kafka.group_id),
+            times=times,
             stop=stop,
         )
 
@@ -133,6 +141,8 @@ class Pipeline:
                 )
                 break
         result.waiting = len(self._gate) + len(self._decoder.parked())
+        result.phases = self._times.snapshot()
+        log.info("time per phase: %s", self._times.describe())
         if result.waiting:
             log.info(
                 "%d events wait for a later watermark or their schema; they stay uncommitted for the next run",
@@ -148,7 +158,8 @@ class Pipeline:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            got = self._source.poll(min(run.batch_max_messages - len(batch), 10_000), min(remaining, 0.5))
+            with self._times.phase("kafka_poll"):
+                got = self._source.poll(min(run.batch_max_messages - len(batch), 10_000), min(remaining, 0.5))
             batch.extend(got)
             if until_idle and not got and self._source.caught_up():
                 break
@@ -156,36 +167,46 @@ class Pipeline:
 
     def _process(self, messages: list, result: RunResult) -> None:
         errors: list[DecodeError] = []
-        for message in messages:
-            try:
-                for event in self._decoder.decode(message):
-                    self._gate.add(event)
-            except DecodeError as err:
+        events = []
+        with self._times.phase("decode"):
+            decode = self._decoder.decode
+            for message in messages:
+                try:
+                    events.extend(decode(message))
+                except DecodeError as err:
+                    self._bad_message(err, errors)
+            for err in self._decoder.take_errors():
                 self._bad_message(err, errors)
-        for err in self._decoder.take_errors():
-            self._bad_message(err, errors)
 
-        holds: dict[TableName, int] = {}
-        for parked in self._decoder.parked():
-            holds[parked.table] = min(holds.get(parked.table, parked.commit_ts), parked.commit_ts)
-        released = self._gate.release(holds)
+        with self._times.phase("gate"):
+            add = self._gate.add
+            for event in events:
+                add(event)
+            del events
+            holds: dict[TableName, int] = {}
+            for parked in self._decoder.parked():
+                holds[parked.table] = min(holds.get(parked.table, parked.commit_ts), parked.commit_ts)
+            released = self._gate.release(holds)
         summary = self._applier.apply(released, self._gate.watermarks())
-        self._dead_letters.write(errors)
+        with self._times.phase("dead_letters"):
+            self._dead_letters.write(errors)
 
         offsets = self._committable_offsets()
         watermarks = self._gate.safe_watermarks(offsets)
         if (offsets, watermarks) != self._saved or summary:
             self._batch += 1
-            self._checkpoints.save(
-                Checkpoint(
-                    consumer=self._consumer_id,
-                    batch=self._batch,
-                    offsets=offsets,
-                    watermarks=watermarks,
-                    decoder_state=self._decoder.state(),
+            with self._times.phase("checkpoint"):
+                self._checkpoints.save(
+                    Checkpoint(
+                        consumer=self._consumer_id,
+                        batch=self._batch,
+                        offsets=offsets,
+                        watermarks=watermarks,
+                        decoder_state=self._decoder.state(),
+                    )
                 )
-            )
-            self._source.commit(offsets)
+            with self._times.phase("kafka_commit"):
+                self._source.commit(offsets)
             self._saved = (offsets, watermarks)
 
         result.batches += 1

@@ -8,10 +8,11 @@ Delta, whose jars come from Maven Central on first use and are cached.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -32,10 +33,13 @@ LOCAL_DEFAULTS = {
     "spark.driver.memory": "2g",
 }
 
+# Ivy's own default for an m2-compatible ibiblio resolver is Maven Central; only
+# that one is asked (Spark's built-in settings also try repositories this
+# deployment may not reach).
 _IVY_SETTINGS = """<ivysettings>
   <settings defaultResolver="central"/>
   <resolvers>
-    <ibiblio name="central" m2compatible="true" root="https://repo1.maven.org/maven2/"/>
+    <ibiblio name="central" m2compatible="true"/>
   </resolvers>
 </ivysettings>
 """
@@ -79,33 +83,46 @@ def _under_existing_runtime() -> bool:
     return any(v in os.environ for v in ("PYSPARK_GATEWAY_PORT", "DATABRICKS_RUNTIME_VERSION", "SPARK_REMOTE"))
 
 
-def _ivy_home() -> Path:
-    # One Ivy home per Delta coordinate, so its jars folder holds exactly the
+def kafka_source_package() -> str:
+    """Spark's own Kafka source for the installed pyspark (the benchmark's hand-written baseline)."""
+    import pyspark
+
+    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+
+
+def _ivy_home(packages: Sequence[str]) -> Path:
+    # One Ivy home per set of coordinates, so its jars folder holds exactly the
     # jars of that resolution.
-    return cache_dir() / "ivy" / delta_package().replace(":", "_")
+    name = "+".join(p.replace(":", "_") for p in sorted(packages))
+    if len(name) > 120:
+        name = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return cache_dir() / "ivy" / name
 
 
-def _jar_settings() -> dict[str, str]:
-    """Resolved jars once they are cached (no Ivy run), else the Maven coordinate."""
-    jars = sorted((_ivy_home() / "jars").glob("*.jar"))
-    if (_ivy_home() / ".complete").exists() and jars:
+def _jar_settings(packages: Sequence[str]) -> dict[str, str]:
+    """Resolved jars once they are cached (no Ivy run), else the Maven coordinates."""
+    home = _ivy_home(packages)
+    jars = sorted((home / "jars").glob("*.jar"))
+    if (home / ".complete").exists() and jars:
         return {"spark.jars": ",".join(str(j) for j in jars)}
     ivy_settings = cache_dir() / "ivysettings.xml"
     ivy_settings.write_text(_IVY_SETTINGS)
     return {
-        "spark.jars.packages": delta_package(),
-        "spark.jars.ivy": str(_ivy_home()),
+        "spark.jars.packages": ",".join(packages),
+        "spark.jars.ivy": str(home),
         "spark.jars.ivySettings": str(ivy_settings),
     }
 
 
-def local_conf(master: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def local_conf(
+    master: str, extra: Mapping[str, str] | None = None, packages: Sequence[str] = ()
+) -> dict[str, str]:
     log4j = cache_dir() / "log4j2-spark.properties"
     log4j.write_text(_LOG4J)
     conf = {
         "spark.master": master,
         "spark.app.name": "ticdc-delta",
-        **_jar_settings(),
+        **_jar_settings([delta_package(), *packages]),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
@@ -115,7 +132,10 @@ def local_conf(master: str, extra: Mapping[str, str] | None = None) -> dict[str,
     return conf
 
 
-def get_spark(master: str = "local[*]", conf: Mapping[str, str] | None = None) -> SparkSession:
+def get_spark(
+    master: str = "local[*]", conf: Mapping[str, str] | None = None, packages: Sequence[str] = ()
+) -> SparkSession:
+    """The active session, the surrounding runtime's, or a local one with Delta (and `packages`)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -123,10 +143,11 @@ def get_spark(master: str = "local[*]", conf: Mapping[str, str] | None = None) -
         log.info("using the Spark session of the surrounding runtime")
         return SparkSession.builder.getOrCreate()
     builder = SparkSession.builder
-    for key, value in local_conf(master, conf).items():
+    for key, value in local_conf(master, conf, packages).items():
         builder = builder.config(key, value)
-    log.info("starting local Spark (%s) with %s", master, delta_package())
+    log.info("starting local Spark (%s) with %s", master, ", ".join([delta_package(), *packages]))
     session = builder.getOrCreate()
-    if (_ivy_home() / "jars").is_dir():
-        (_ivy_home() / ".complete").touch()
+    home = _ivy_home([delta_package(), *packages])
+    if (home / "jars").is_dir():
+        (home / ".complete").touch()
     return session

@@ -1,0 +1,483 @@
+"""The performance benchmark: every row of the speed issue's table, measured side by side in one run.
+
+    .venv/bin/python benchmarks/bench.py                       # everything (about 15 minutes on 2 cores)
+    .venv/bin/python benchmarks/bench.py --only decode,e2e     # some sections
+
+Prints figures and ratios; asserts nothing. Each timed contender runs `--repeats` times, interleaved
+with the others, and the table shows the minimum and the median; ratios are taken of minimums (and
+of medians in brackets). The load average is printed with each section. Sections:
+
+- decode: SimpleDecoder (JSON) vs orjson.loads and json.loads of the same values; Simple Avro vs
+  fastavro's schemaless reader; the other protocols' decoders vs their raw parse.
+- e2e: Kafka -> Delta until idle in one batch (warm session, fresh group and table each repeat) vs a
+  plain Delta append of the same net rows, vs one MERGE of them into a table already holding them,
+  vs one MERGE per 10-row upstream transaction (extrapolated); the job's time split per phase.
+- handwritten: the job vs Spark's Kafka source + from_json + last change per key + one MERGE.
+- table-size: one batch of 10,000 changed keys into a 1M-row table vs a 100k-row table.
+- memory: peak RSS of the job (Python + JVM) for 1M vs 100k events, and with one partition's
+  watermark lagging the whole stream, each run as `ticdc-delta run` in its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TICDC_DELTA_CACHE", str(ROOT / ".cache"))
+
+import fastavro  # noqa: E402
+import orjson  # noqa: E402
+
+from benchmarks import streams  # noqa: E402
+from schema_cache.events import RawMessage  # noqa: E402
+
+SECTIONS = ("decode", "e2e", "handwritten", "table-size", "memory")
+
+
+# --- measuring -------------------------------------------------------------------------------
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def interleaved(contenders: dict[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
+    """Each contender's times over `repeats` rounds, the contenders interleaved within a round."""
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, fn in contenders.items():
+            times[name].append(timed(fn))
+    return times
+
+
+def fmt(seconds: list[float]) -> str:
+    return f"min {min(seconds):7.2f}s  median {statistics.median(seconds):7.2f}s"
+
+
+def ratio(a: list[float], b: list[float]) -> str:
+    return f"{min(a) / min(b):5.2f}x ({statistics.median(a) / statistics.median(b):.2f}x)"
+
+
+def row(what: str, ours: list[float], theirs: list[float], target: str) -> None:
+    print(f"  {what:<58} {ratio(ours, theirs):>16}   target {target}")
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def section(title: str) -> None:
+    print(f"\n== {title} ({load()})", flush=True)
+
+
+def messages_of(stream: streams.Stream, topic: str = "bench") -> list[RawMessage]:
+    return [RawMessage(topic, p, i, None, v) for i, (p, v) in enumerate(stream.messages)]
+
+
+# --- decode ----------------------------------------------------------------------------------
+
+
+def bench_decode(args) -> None:
+    from schema_cache.simple.avro import MESSAGE_SCHEMA
+    from schema_cache.simple.decoder import SimpleDecoder
+    from schema_cache.simple.options import SimpleOptions
+
+    section(f"decode: {args.events:,} row events over {args.keys:,} keys")
+    stream = streams.build(args.events, args.keys)
+    messages = messages_of(stream)
+    values = [m.value for m in messages]
+
+    def ours():
+        decoder = SimpleDecoder()
+        decode = decoder.decode
+        for message in messages:
+            decode(message)
+
+    times = interleaved(
+        {
+            "SimpleDecoder (JSON)": ours,
+            "orjson.loads": lambda: [orjson.loads(v) for v in values],
+            "json.loads": lambda: [json.loads(v) for v in values],
+        },
+        args.repeats,
+    )
+    for name, t in times.items():
+        print(f"  {name:<28} {fmt(t)}   {stream.size() / min(t) / 1e6:6.1f} MB/s")
+    row("decode vs orjson.loads", times["SimpleDecoder (JSON)"], times["orjson.loads"], "<= 2.0x")
+    row("decode vs json.loads", times["SimpleDecoder (JSON)"], times["json.loads"], "<= 1.0x")
+
+    avro_stream = streams.build(args.events, args.keys, encoding="avro")
+    avro_messages = messages_of(avro_stream)
+    avro_values = [m.value for m in avro_messages]
+    parsed = fastavro.parse_schema(MESSAGE_SCHEMA)
+
+    def ours_avro():
+        decoder = SimpleDecoder(SimpleOptions(encoding="avro"))
+        decode = decoder.decode
+        for message in avro_messages:
+            decode(message)
+
+    times = interleaved(
+        {
+            "SimpleDecoder (Avro)": ours_avro,
+            "fastavro.schemaless_reader": lambda: [fastavro.schemaless_reader(io.BytesIO(v), parsed) for v in avro_values],
+        },
+        args.repeats,
+    )
+    for name, t in times.items():
+        print(f"  {name:<28} {fmt(t)}")
+    row("Simple Avro decode vs fastavro schemaless reader", times["SimpleDecoder (Avro)"], times["fastavro.schemaless_reader"], "<= 1.1x")
+    bench_other_protocols(args)
+
+
+def bench_other_protocols(args) -> None:
+    from benchmarks.protocol_streams import protocol_contenders
+
+    events = max(args.events // 5, 5_000)
+    print(f"  other protocols ({events:,} row events each), decoder vs the raw parse of the same messages:")
+    for name, (ours, raw) in protocol_contenders(events, args.keys).items():
+        times = interleaved({"ours": ours, "raw": raw[1]}, args.repeats)
+        print(f"    {name:<14} decoder {fmt(times['ours'])}; {raw[0]:<26} {fmt(times['raw'])}; "
+              f"ratio {ratio(times['ours'], times['raw'])}")
+
+
+# --- end to end ------------------------------------------------------------------------------
+
+
+class Lake:
+    """A local broker and a warm Spark session for the end-to-end sections."""
+
+    def __init__(self, work: Path, packages: tuple[str, ...] = ()) -> None:
+        from jobs.session import get_spark
+        from testbed.local_kafka import LocalKafka
+
+        self.work = work
+        self.broker = LocalKafka(work / "kafka")
+        self.broker.start()
+        self.spark = get_spark("local[*]", packages=packages)
+        self.spark.range(1).count()
+        self._runs = 0
+
+    def publish(self, topic: str, stream: streams.Stream) -> None:
+        from testbed.produce import ensure_topic, produce
+
+        ensure_topic(self.broker.bootstrap_servers, topic, streams.PARTITIONS)
+        produce(self.broker.bootstrap_servers, topic, ((p, None, v) for p, v in stream.messages))
+
+    def run_job(self, topic: str, **run):
+        from jobs import config as config_module
+        from jobs.pipeline import Pipeline
+
+        self._runs += 1
+        config = config_module.from_mapping(
+            {
+                "kafka": {"bootstrap_servers": self.broker.bootstrap_servers, "topics": [topic], "group_id": f"g{self._runs}"},
+                "target": {"path": str(self.work / f"job{self._runs}")},
+                "run": {"mode": "until-idle", "batch_max_messages": 10_000_000, "batch_max_seconds": 600.0, **run},
+            }
+        )
+        return Pipeline.from_config(config, self.spark).run()
+
+    def path(self, name: str) -> str:
+        self._runs += 1
+        return str(self.work / f"{name}{self._runs}")
+
+    def close(self) -> None:
+        self.broker.stop()
+
+
+def net_frame(spark, stream: streams.Stream):
+    return spark.createDataFrame(list(stream.rows.values()), schema=streams.SPARK_SCHEMA)
+
+
+def merge_into(spark, path: str, source, keyed_on: str = "id") -> None:
+    source.createOrReplaceTempView("bench_source")
+    spark.sql(
+        f"MERGE INTO delta.`{path}` AS t USING bench_source AS s ON t.{keyed_on} = s.{keyed_on} "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+
+
+def bench_e2e(args, lake: Lake) -> None:
+    section(f"end to end: {args.events:,} row events over {args.keys:,} keys, one batch, warm session")
+    stream = streams.build(args.events, args.keys)
+    lake.publish("bench", stream)
+    lake.publish("warmup", streams.build(5_000, 1_000, seed=2))
+    lake.run_job("warmup")
+    spark = lake.spark
+    net = len(stream.rows)
+    result = {}
+
+    def job():
+        result["last"] = lake.run_job("bench")
+
+    def append():
+        net_frame(spark, stream).write.format("delta").save(lake.path("append"))
+
+    full = lake.path("full")
+    net_frame(spark, stream).write.format("delta").save(full)
+
+    def merge_full():
+        merge_into(spark, full, net_frame(spark, stream))
+
+    times = interleaved({"job": job, "append": append, "merge": merge_full}, args.repeats)
+    print(f"  the job, Kafka -> Delta          {fmt(times['job'])}   {args.events / min(times['job']):>9,.0f} events/s; "
+          f"{result['last'].rows_applied:,} applied, {net:,} net rows")
+    print(f"  plain Delta append of net rows   {fmt(times['append'])}")
+    print(f"  one MERGE into a full table      {fmt(times['merge'])}")
+    phases = result["last"].phases
+    print("  the job's time split (last run): " + ", ".join(f"{k} {v:.2f}s" for k, v in phases.items()))
+
+    per_txn = lake.path("pertxn")
+    net_frame(spark, stream).limit(1000).write.format("delta").save(per_txn)
+    rows = list(stream.rows.values())
+    samples = []
+    for i in range(args.txn_merges):
+        chunk = rows[i * 10 : i * 10 + 10]
+        samples.append(timed(lambda chunk=chunk: merge_into(spark, per_txn, spark.createDataFrame(chunk, streams.SPARK_SCHEMA))))
+    extrapolated = statistics.median(samples) * args.events / 10
+    print(f"  one MERGE per 10-row transaction: median {statistics.median(samples):.2f}s each, "
+          f"{extrapolated:,.0f}s extrapolated to {args.events // 10:,} transactions")
+    row("end to end vs a plain Delta append of the net rows", times["job"], times["append"], "<= 3x")
+    row("end to end vs one MERGE of the net rows into a full table", times["job"], times["merge"], "<= 1.5x")
+    print(f"  {'one MERGE per 10-row transaction vs end to end':<58} {extrapolated / min(times['job']):>8,.0f}x faster   target >= 1,000x")
+
+
+def handwritten_query(spark, bootstrap: str, topic: str, target: str) -> None:
+    """What a Spark user writes by hand: Kafka source, from_json, last change per key, one MERGE.
+
+    It ignores watermarks, DDL and split updates at one commitTs; it only has to be fast.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
+
+    message = StructType(
+        [
+            StructField("type", StringType()),
+            StructField("commitTs", LongType()),
+            StructField("data", MapType(StringType(), StringType())),
+            StructField("old", MapType(StringType(), StringType())),
+        ]
+    )
+    raw = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+    )
+    dml = raw.select(F.from_json(F.col("value").cast("string"), message).alias("m")).select("m.*")
+    dml = dml.where(F.col("type").isin("INSERT", "UPDATE", "DELETE"))
+    image = F.coalesce(F.col("data"), F.col("old"))
+    changes = dml.select(
+        "type",
+        "commitTs",
+        image["id"].cast("bigint").alias("id"),
+        image["name"].alias("name"),
+        image["amount"].cast("decimal(12,2)").alias("amount"),
+        image["qty"].cast("int").alias("qty"),
+        F.to_timestamp_ntz(image["at"]).alias("at"),
+        F.to_timestamp(F.get_json_object(image["ts"], "$.value")).alias("ts"),
+        image["note"].alias("note"),
+    )
+    latest = changes.withColumn("n", F.row_number().over(Window.partitionBy("id").orderBy(F.col("commitTs").desc())))
+    latest.where("n = 1").drop("n").createOrReplaceTempView("handwritten_source")
+    spark.sql(
+        f"MERGE INTO delta.`{target}` AS t USING handwritten_source AS s ON t.id = s.id "
+        "WHEN MATCHED AND s.type = 'DELETE' THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET t.name = s.name, t.amount = s.amount, t.qty = s.qty, t.at = s.at, t.ts = s.ts, t.note = s.note "
+        "WHEN NOT MATCHED AND s.type != 'DELETE' THEN INSERT (id, name, amount, qty, at, ts, note) "
+        "VALUES (s.id, s.name, s.amount, s.qty, s.at, s.ts, s.note)"
+    )
+
+
+def bench_handwritten(args, lake: Lake) -> None:
+    events = args.handwritten_events
+    section(f"hand-written Spark job: {events:,} row events over {args.keys:,} keys")
+    stream = streams.build(events, args.keys, seed=3)
+    lake.publish("handwritten", stream)
+    spark = lake.spark
+
+    def handwritten():
+        target = lake.path("hand")
+        spark.sql(f"CREATE TABLE delta.`{target}` ({streams.SPARK_SCHEMA}) USING DELTA")
+        handwritten_query(spark, lake.broker.bootstrap_servers, "handwritten", target)
+
+    handwritten()  # warm: the Kafka source's first use
+    times = interleaved({"job": lambda: lake.run_job("handwritten"), "handwritten": handwritten}, args.repeats)
+    print(f"  the job                          {fmt(times['job'])}")
+    print(f"  Kafka source + from_json + MERGE {fmt(times['handwritten'])}")
+    row("end to end vs the hand-written Spark job", times["job"], times["handwritten"], "<= 1.0x")
+
+
+# --- table size ------------------------------------------------------------------------------
+
+
+def bench_table_size(args, lake: Lake) -> None:
+    from apply.applier import Applier
+    from apply.delta_writer import DeltaWriter
+    from apply.locator import PathLocator
+    from apply.sql_session import SqlSession
+    from apply.tombstones import Tombstones
+    from schema_cache.events import Op, Position, RowChange, TableName
+    from schema_cache.simple.table_schema import parse_table_schema
+
+    section("one batch of 10,000 changed keys into a 1M-row vs a 100k-row table")
+    spark = lake.spark
+    codec = parse_table_schema(streams.SCHEMA)
+    table = TableName(*streams.TABLE)
+    sizes = {"100k": 100_000, "1M": 1_000_000}
+    roots = {}
+    for label, size in sizes.items():
+        root = lake.path(f"size{label}")
+        roots[label] = root
+        path = f"{root}/bench/events"
+        frame = spark.range(size).selectExpr(
+            "id", "concat('name-', id) AS name", "CAST(id % 1000 AS DECIMAL(12,2)) AS amount", "CAST(id % 1000 AS INT) AS qty",
+            "TIMESTAMP_NTZ'2026-01-01 00:00:00' AS at", "TIMESTAMP'2026-01-01 00:00:00' AS ts", "'' AS note",
+        )
+        spark.sql(f"CREATE TABLE delta.`{path}` ({streams.SPARK_SCHEMA}) USING DELTA "
+                  "TBLPROPERTIES ('delta.columnMapping.mode' = 'name', 'delta.enableDeletionVectors' = 'true')")
+        frame.write.format("delta").mode("append").save(path)
+    batch_ts = [1 << 50]
+
+    def apply_batch(label: str):
+        size = sizes[label]
+        batch_ts[0] += 1
+        rows = []
+        for i in range(10_000):
+            key = (i * 7919) % size
+            values = codec.row({"id": str(key), "name": f"changed-{i}", "amount": "1.00", "qty": "1",
+                                "at": "2026-02-01 00:00:00", "ts": {"location": "UTC", "value": "2026-02-01 00:00:00"}, "note": "n"})
+            rows.append(RowChange(table, batch_ts[0], Op.UPDATE, values, values, codec.schema, Position("t", 0, i)))
+        sql = SqlSession(spark)
+        locator = PathLocator(roots[label])
+        Applier(DeltaWriter(sql, locator), Tombstones(sql, locator)).apply(rows, {"t": batch_ts[0]})
+
+    times = interleaved({"1M": lambda: apply_batch("1M"), "100k": lambda: apply_batch("100k")}, args.repeats)
+    print(f"  into 1M rows    {fmt(times['1M'])}")
+    print(f"  into 100k rows  {fmt(times['100k'])}")
+    row("1M-row table vs 100k-row table", times["1M"], times["100k"], "<= 1.5x")
+
+
+# --- memory ----------------------------------------------------------------------------------
+
+
+def _tree_rss_kib(pid: int) -> int:
+    """Resident memory of a process and all its descendants, from /proc."""
+    total, stack = 0, [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            with open(f"/proc/{current}/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+            with open(f"/proc/{current}/task/{current}/children") as children:
+                stack.extend(int(c) for c in children.read().split())
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+    return total
+
+
+def peak_rss_of_job(lake: Lake, topic: str, work: Path) -> tuple[float, float]:
+    """(peak MiB of the job's process tree, seconds) for `ticdc-delta run` on `topic` with default settings."""
+    config = work / f"{topic}.toml"
+    config.write_text(
+        f'[kafka]\nbootstrap_servers = "{lake.broker.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "mem-{topic}"\n'
+        f'[target]\npath = "{work / topic}"\n'
+    )
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", "--log-level", "WARNING", "run", "--config", str(config), "--until-idle"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, _tree_rss_kib(process.pid))
+        time.sleep(0.2)
+    if process.returncode != 0:
+        raise RuntimeError(f"the job on {topic} exited with {process.returncode}")
+    return peak / 1024, time.perf_counter() - started
+
+
+def bench_memory(args, lake: Lake) -> None:
+    section("peak RSS of the job (Python + JVM), default settings, one process per run")
+    small, big = args.memory_events // 10, args.memory_events
+    runs = {
+        f"{small:,} events": streams.build(small, args.keys, seed=4),
+        f"{big:,} events": streams.build(big, args.keys * 10, seed=5),
+        f"{big:,} events, partition 0's watermark lagging all of them": streams.build(
+            big, args.keys * 10, seed=5, lagging_partition=0
+        ),
+    }
+    peaks = {}
+    with tempfile.TemporaryDirectory(dir=lake.work) as scratch:
+        for i, (label, stream) in enumerate(runs.items()):
+            topic = f"mem{i}"
+            lake.publish(topic, stream)
+            del stream
+            peaks[label], seconds = peak_rss_of_job(lake, topic, Path(scratch))
+            print(f"  {label:<58} peak {peaks[label]:8,.0f} MiB in {seconds:6.1f}s", flush=True)
+    labels = list(peaks)
+    print(f"  {'1M vs 100k events':<58} {peaks[labels[1]] / peaks[labels[0]]:>8.2f}x   target <= 1.2x")
+    print(f"  {'lagging partition vs no lag':<58} {peaks[labels[2]] / peaks[labels[1]]:>8.2f}x   target <= 1.2x")
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--handwritten-events", type=int, default=200_000)
+    parser.add_argument("--memory-events", type=int, default=1_000_000)
+    parser.add_argument("--txn-merges", type=int, default=10, help="MERGEs timed for the per-transaction row")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
+    args = parser.parse_args()
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = sorted(set(only) - set(SECTIONS))
+    if unknown:
+        parser.error(f"unknown section {unknown[0]!r}; allowed: {', '.join(SECTIONS)}")
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("py4j").setLevel(logging.ERROR)
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, {load()}; repeats {args.repeats}")
+    if "decode" in only:
+        bench_decode(args)
+    spark_sections = [s for s in only if s != "decode"]
+    if not spark_sections:
+        return 0
+    from jobs.session import kafka_source_package
+
+    with tempfile.TemporaryDirectory(prefix="ticdc-bench-") as work:
+        lake = Lake(Path(work), packages=(kafka_source_package(),) if "handwritten" in only else ())
+        try:
+            for name in spark_sections:
+                {"e2e": bench_e2e, "handwritten": bench_handwritten, "table-size": bench_table_size, "memory": bench_memory}[name](args, lake)
+        finally:
+            lake.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

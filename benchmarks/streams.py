@@ -1,0 +1,100 @@
+"""The benchmark's synthetic TiCDC streams: one table, N row events over K keys, known net result.
+
+The table: bigint key, varchar, decimal(12,2), int, datetime(6), timestamp(3), text. Rows change in
+50-row transactions (one commitTs each), each followed by a watermark on every partition; about 10%
+of the changes to a live key are deletes. Rows go to partition `key % 3` (index-value dispatch).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+
+from testbed.encoders.simple import SimpleAvroWriter, SimpleJsonWriter
+from testbed.tables import column, table_schema, timestamp
+
+PARTITIONS = 3
+TXN_SIZE = 50  # row events per upstream transaction (one commitTs)
+SPARK_SCHEMA = "id BIGINT, name STRING, amount DECIMAL(12,2), qty INT, at TIMESTAMP_NTZ, ts TIMESTAMP, note STRING"
+TABLE = ("bench", "events")
+
+SCHEMA = table_schema(
+    *TABLE,
+    table_id=1,
+    version=1,
+    columns=[
+        column("id", "bigint", nullable=False),
+        column("name", "varchar", length=64),
+        column("amount", "decimal", length=12, decimal=2),
+        column("qty", "int"),
+        column("at", "datetime", decimal=6),
+        column("ts", "timestamp", decimal=3),
+        column("note", "text"),
+    ],
+    primary_key=["id"],
+)
+
+
+@dataclass
+class Stream:
+    """(partition, value) messages and the table's rows after them (Delta's expected contents)."""
+
+    messages: list[tuple[int, bytes]]
+    rows: dict[int, tuple]
+    row_events: int
+
+    def size(self) -> int:
+        return sum(len(v) for _, v in self.messages)
+
+
+def _delta_row(row: dict) -> tuple:
+    at = dt.datetime.fromisoformat(row["at"])
+    ts = dt.datetime.fromisoformat(row["ts"]["value"]).replace(tzinfo=dt.timezone.utc)
+    return (row["id"], row["name"], row["amount"], row["qty"], at, ts, row["note"])
+
+
+def build(
+    events: int, keys: int, *, encoding: str = "json", seed: int = 1, lagging_partition: int | None = None
+) -> Stream:
+    """The stream; `lagging_partition` gets no watermark until the very end (its watermark lags all others)."""
+    rng = random.Random(seed)
+    writer = (SimpleJsonWriter if encoding == "json" else SimpleAvroWriter)(build_ts_ms=1)
+    out = [(p, writer.bootstrap(SCHEMA)) for p in range(PARTITIONS)]
+    live: dict[int, dict] = {}
+    commit_ts = 1 << 40
+
+    def watermark(ts: int, final: bool = False) -> Iterator[tuple[int, bytes]]:
+        value = writer.watermark(ts)
+        return ((p, value) for p in range(PARTITIONS) if final or p != lagging_partition)
+
+    for n in range(events):
+        if n % TXN_SIZE == 0:
+            if n:
+                out.extend(watermark(commit_ts))
+            commit_ts += 1 << 18
+        key = rng.randrange(keys)
+        row = {
+            "id": key,
+            "name": f"name-{key}-{n}",
+            "amount": Decimal(rng.randrange(10**8)) / 100,
+            "qty": rng.randrange(1000),
+            "at": f"2026-01-01 10:00:{n % 60:02d}.{n % 1_000_000:06d}",
+            "ts": timestamp(f"2026-01-01 10:00:{n % 60:02d}.{n % 1000:03d}"),
+            "note": "x" * rng.randrange(40),
+        }
+        old = live.get(key)
+        if old is None:
+            value = writer.insert(SCHEMA, commit_ts, row)
+            live[key] = row
+        elif rng.random() < 0.1:
+            value = writer.delete(SCHEMA, commit_ts, old)
+            del live[key]
+        else:
+            value = writer.update(SCHEMA, commit_ts, old, row)
+            live[key] = row
+        out.append((key % PARTITIONS, value))
+    out.extend(watermark(commit_ts, final=True))
+    return Stream(out, {k: _delta_row(r) for k, r in live.items()}, events)
