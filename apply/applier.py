@@ -52,6 +52,9 @@ class _TableState:
     # A DDL without structure was applied (canal-json, open protocol): the next
     # rows show the new structure in full. Holds the DDL text (rename hints).
     structure_open: str | None = None
+    # Known to hold no rows: this job created, replaced or truncated it and has
+    # written nothing since. Its next batch is appended instead of merged.
+    empty: bool = False
 
 
 @dataclass(slots=True)
@@ -63,6 +66,13 @@ class ApplySummary:
 
     def __bool__(self) -> bool:
         return bool(self.merges or self.schema_changes or self.skipped_replays)
+
+    def add(self, other: ApplySummary) -> None:
+        for table, rows in other.merged_rows.items():
+            self.merged_rows[table] += rows
+        self.skipped_replays += other.skipped_replays
+        self.schema_changes += other.schema_changes
+        self.merges += other.merges
 
 
 class Applier:
@@ -147,7 +157,7 @@ class Applier:
             self._summary.skipped_replays += 1
             return
         segment = self._pending.setdefault(row.table, [])
-        if segment and not segment[-1].schema.same_structure(row.schema):
+        if segment and segment[-1].schema is not row.schema and not segment[-1].schema.same_structure(row.schema):
             # One MERGE has one row structure: merge what came before first.
             self._flush(row.table, row.commit_ts - 1)
             segment = self._pending.setdefault(row.table, [])
@@ -174,7 +184,8 @@ class Applier:
             changes = collapse(rows, by_commit_ts=self._ordering is Ordering.COMMIT_TS)
         schema, changes = self._project(state, table, rows[-1].schema, changes)
         point = self._point_after(state, rows, through_ts)
-        self._writer.merge(table, schema, changes, point)
+        self._writer.merge(table, schema, changes, point, into_empty=state.empty)
+        state.empty = state.empty and all(c.deleted for c in changes)
         state.point = point
         self._summary.merges += 1
         self._summary.merged_rows[table] += len(rows)
@@ -187,7 +198,7 @@ class Applier:
             return  # the same structure, or rows older than the table's structure
         if not state.exists:
             self._writer.create(table, schema, None, replace=False)
-            state.exists = True
+            state.exists = state.empty = True
         else:
             self._writer.evolve(table, schema, None, additive_only=True)
         state.aligned_to = schema
@@ -244,10 +255,11 @@ class Applier:
             # No structure in the message: the first rows create the table.
             if state.exists:
                 self._writer.truncate(change.table, point)
+                state.empty = True
             state.structure_open = ""
             return
         self._writer.create(change.table, change.schema, point, replace=state.exists)
-        state.exists = True
+        state.exists = state.empty = True
         state.aligned_to = change.schema
 
     def _alter(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
@@ -275,6 +287,7 @@ class Applier:
     def _truncate(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
         if state.exists:
             self._writer.truncate(change.table, point)
+            state.empty = True
         if change.schema is not None:
             self._alter(change, state, point)
 
@@ -291,7 +304,7 @@ class Applier:
             self._tombstones.record(old, change.commit_ts, f"renamed to {change.table}")
             self._writer.rename(old, change.table)
             moved = self._tables.pop(old)
-            state.exists, state.aligned_to = True, moved.aligned_to
+            state.exists, state.aligned_to, state.empty = True, moved.aligned_to, moved.empty
         self._alter(change, state, point)
 
 

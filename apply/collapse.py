@@ -14,14 +14,15 @@ a key's changes all come from one partition, in commit order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from itertools import pairwise
+from operator import attrgetter, itemgetter
+from typing import NamedTuple
 
 from schema_cache.events import Op, RowChange
 
 
-@dataclass(frozen=True, slots=True)
-class NetChange:
+class NetChange(NamedTuple):
     """The final state of one key: its row image, or its deletion.
 
     For a delete, `values` is the last known image; only the key columns matter.
@@ -31,38 +32,44 @@ class NetChange:
     values: tuple
 
 
-_DELETE_FIRST, _UPSERT_AFTER = 0, 1
-
-
-def _mutations(rows: Iterable[RowChange], key_indexes: Sequence[int]):
-    def key_of(values: tuple) -> tuple:
-        return tuple(values[i] for i in key_indexes)
-
-    for seq, row in enumerate(rows):
-        if row.op is Op.INSERT or row.op is Op.UPSERT:
-            yield (row.commit_ts, _UPSERT_AFTER, seq), key_of(row.after), NetChange(False, row.after)
-        elif row.op is Op.DELETE:
-            yield (row.commit_ts, _DELETE_FIRST, seq), key_of(row.before), NetChange(True, row.before)
-        else:
-            old_key, new_key = key_of(row.before), key_of(row.after)
-            if old_key != new_key:
-                # A key-changing UPDATE moves the row: delete the old key.
-                yield (row.commit_ts, _DELETE_FIRST, seq), old_key, NetChange(True, row.before)
-            yield (row.commit_ts, _UPSERT_AFTER, seq), new_key, NetChange(False, row.after)
+_by_commit_ts = attrgetter("commit_ts")
 
 
 def collapse(rows: Sequence[RowChange], *, by_commit_ts: bool = True) -> list[NetChange]:
     """The net change per key of `rows`, which must share one handle key.
 
-    `by_commit_ts` False: `rows` are in their protocol's order already (arrival).
+    One pass in arrival order. The gate releases rows ordered by commitTs
+    already; rows that are not (a caller's own list) are first put in that
+    order, keeping arrival order within a commitTs. At one commitTs an upsert
+    of a key beats a delete of it whatever their order: only a split UPDATE
+    produces both. `by_commit_ts` False: the protocol's order is arrival order.
     """
     if not rows:
         return []
-    key_indexes = rows[0].schema.key_indexes()
-    mutations = _mutations(rows, key_indexes)
-    if by_commit_ts:
-        mutations = sorted(mutations, key=lambda m: m[0])
-    final: dict[tuple, NetChange] = {}
-    for _, key, change in mutations:
-        final[key] = change
-    return list(final.values())
+    if by_commit_ts and any(a.commit_ts > b.commit_ts for a, b in pairwise(rows)):
+        rows = sorted(rows, key=_by_commit_ts)  # stable: arrival order within a commitTs
+    key_of = itemgetter(*rows[0].schema.key_indexes())
+    # key -> (commitTs, deleted, image)
+    final: dict[object, tuple[int, bool, tuple]] = {}
+    get = final.get
+    tie_rule = by_commit_ts
+    for row in rows:
+        op, ts = row.op, row.commit_ts
+        if op is Op.INSERT or op is Op.UPSERT:
+            final[key_of(row.after)] = (ts, False, row.after)
+            continue
+        if op is Op.UPDATE:
+            old_key, new_key = key_of(row.before), key_of(row.after)
+            if old_key == new_key:
+                final[new_key] = (ts, False, row.after)
+                continue
+            # A key-changing UPDATE moves the row: delete the old key.
+            delete_key, delete_image = old_key, row.before
+            final[new_key] = (ts, False, row.after)
+        else:
+            delete_key, delete_image = key_of(row.before), row.before
+        current = get(delete_key)
+        if tie_rule and current is not None and current[0] == ts and not current[1]:
+            continue  # the upsert half of a split update at this commitTs stands
+        final[delete_key] = (ts, True, delete_image)
+    return [NetChange(deleted, image) for _, deleted, image in final.values()]

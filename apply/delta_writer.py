@@ -92,6 +92,13 @@ def merge_sql(name: str, schema: TableSchema, source: str) -> str:
     )
 
 
+def insert_sql(name: str, schema: TableSchema, source: str) -> str:
+    """The upserts of a MERGE source appended: for a table known to be empty."""
+    targets = ", ".join(quote(c.name) for c in schema.columns)
+    values = ", ".join(_source_value(i, c) for i, c in enumerate(schema.columns))
+    return f"INSERT INTO {name} ({targets}) SELECT {values} FROM {source} AS s WHERE NOT s.{_DELETED}"
+
+
 def add_columns_sql(name: str, additions: Sequence[tuple[Column, str | None]]) -> str:
     """ADD COLUMNS keeping upstream order: each column goes AFTER its predecessor."""
     parts = []
@@ -252,7 +259,24 @@ class DeltaWriter:
                 f"WHEN MATCHED THEN UPDATE SET {assignments}"
             )
 
-    def merge(self, table: TableName, schema: TableSchema, changes: Sequence[NetChange], point: AppliedPoint) -> None:
+    def merge(
+        self,
+        table: TableName,
+        schema: TableSchema,
+        changes: Sequence[NetChange],
+        point: AppliedPoint,
+        *,
+        into_empty: bool = False,
+    ) -> None:
+        """Apply net changes through `point`; `into_empty`: the table is known to hold no rows.
+
+        Into an empty table the changes are appended (the upserts; deletes have
+        nothing to delete): the same result as a MERGE, without its join.
+        """
+        if into_empty:
+            changes = [c for c in changes if not c.deleted]
+            if not changes:
+                return
         rows = [(*change.values, change.deleted) for change in changes]
         source_schema = _source_schema(schema.columns, f"{_DELETED} BOOLEAN")
         # Delta's idempotent writes need one number that grows with every MERGE:
@@ -263,7 +287,8 @@ class DeltaWriter:
             with self._times.phase("source_build"):
                 source = scope.enter_context(self._sql.view(rows, source_schema))
             with self._times.phase("merge"):
-                statement = merge_sql(self._name(table), schema, source)
+                build = insert_sql if into_empty else merge_sql
+                statement = build(self._name(table), schema, source)
                 self._sql.run(statement, commit_tags(point, txn=txn), what=f"merge {table}")
 
     def truncate(self, table: TableName, point: AppliedPoint) -> None:

@@ -15,15 +15,35 @@ by then every earlier row of the table is in the same release, ahead of it.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from apply.spill import SpillStore
 from schema_cache.events import Event, Ordering, SchemaChange, TableName, TopicPartition, Watermark
 
 log = logging.getLogger(__name__)
+
+
+
+_NEVER = 1 << 64
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """Complete events, in order, and how far they reach.
+
+    `through` maps a topic to the commitTs through which every event of it
+    has now been released (what a table's applied point may say). `more`:
+    complete events were held back to bound the batch; release again.
+    """
+
+    events: list[Event]
+    through: dict[str, int]
+    more: bool = False
 
 
 class Gate(ABC):
@@ -48,11 +68,13 @@ class Gate(ABC):
     def add(self, event: Event) -> None: ...
 
     @abstractmethod
-    def release(self, holds: Mapping[TableName, int] | None = None) -> list[Event]:
-        """Remove and return the complete events, in order.
+    def release(self, holds: Mapping[TableName, int] | None = None, max_events: int | None = None) -> Released:
+        """Remove and return complete events, in order.
 
         `holds` maps a table to the commitTs of its oldest event still waiting
         elsewhere (a parked message): that table's events from there on stay.
+        `max_events` bounds the release (it ends at a commitTs boundary, so a
+        single commitTs may exceed it).
         """
 
     @abstractmethod
@@ -74,10 +96,22 @@ class Gate(ABC):
     @abstractmethod
     def __len__(self) -> int: ...
 
+    def close(self) -> None:
+        """Free what the gate holds (subclasses: also outside memory); it takes no more events."""
+        self._ddl_seen.clear()
 
-def gate_for(ordering: Ordering, partitions: Mapping[str, Iterable[int]]) -> Gate:
+
+def gate_for(
+    ordering: Ordering,
+    partitions: Mapping[str, Iterable[int]],
+    *,
+    max_in_memory: int = 100_000,
+    spill_dir: str | None = None,
+) -> Gate:
     """The gate of a protocol's ordering, over every partition of its topics."""
-    return WatermarkGate(partitions) if ordering is Ordering.COMMIT_TS else ArrivalGate(partitions)
+    if ordering is Ordering.COMMIT_TS:
+        return WatermarkGate(partitions, max_in_memory=max_in_memory, spill_dir=spill_dir)
+    return ArrivalGate(partitions)
 
 
 @dataclass(slots=True)
@@ -89,23 +123,55 @@ class _PartitionProgress:
 
 
 class WatermarkGate(Gate):
-    def __init__(self, partitions: Mapping[str, Iterable[int]]) -> None:
+    """Events wait until every partition of their topic has a watermark at or above their commitTs.
+
+    At most `max_in_memory` wait in memory; the newest of the others wait on
+    local disk (`apply.spill`), so a lagging partition costs disk, not memory.
+    """
+
+    def __init__(
+        self,
+        partitions: Mapping[str, Iterable[int]],
+        *,
+        max_in_memory: int = 100_000,
+        spill_dir: str | None = None,
+    ) -> None:
         super().__init__()
         self._progress = {
             TopicPartition(topic, p): _PartitionProgress() for topic, ids in partitions.items() for p in ids
         }
         self._buffer: list[tuple[int, int, Event]] = []
         self._arrival = itertools.count()
+        self._max_in_memory = max_in_memory
+        self._spill_dir = spill_dir
+        self._spill: SpillStore | None = None
 
     # --- input ----------------------------------------------------------------
 
     def add(self, event: Event) -> None:
-        if isinstance(event, Watermark):
+        kind = event.__class__
+        if kind is Watermark:
             self._observe(event)
             return
-        if isinstance(event, SchemaChange) and not self._first_copy(event):
+        if kind is SchemaChange and not self._first_copy(event):
             return
         self._buffer.append((event.commit_ts, next(self._arrival), event))
+        if len(self._buffer) > self._max_in_memory:
+            self._spill_newest()
+
+    def _spill_newest(self) -> None:
+        # The newest events are released last: they go to disk, half the budget at a time.
+        if self._spill is None:
+            self._spill = SpillStore(self._spill_dir)
+            log.warning(
+                "more than %d events wait for a watermark (a partition lags?); spilling the newest to %s",
+                self._max_in_memory,
+                self._spill_dir or "the temporary directory",
+            )
+        self._buffer.sort()
+        keep = self._max_in_memory // 2
+        self._spill.add(self._buffer[keep:])
+        del self._buffer[keep:]
 
     def _observe(self, mark: Watermark) -> None:
         tp = mark.position.topic_partition
@@ -134,32 +200,90 @@ class WatermarkGate(Gate):
         topics = {tp.topic for tp in self._progress}
         return {t: self.topic_watermark(t) for t in sorted(topics)}
 
-    def release(self, holds: Mapping[TableName, int] | None = None) -> list[Event]:
-        """The complete events, ordered by (commitTs, arrival)."""
-        holds = holds or {}
+    def release(self, holds: Mapping[TableName, int] | None = None, max_events: int | None = None) -> Released:
+        """Complete events, ordered by (commitTs, arrival), from memory and disk."""
         limits = self.watermarks()
-        ready, waiting = [], []
-        for item in self._buffer:
-            commit_ts, _, event = item
-            table = event.table  # type: ignore[union-attr]
-            complete = commit_ts <= limits[event.position.topic] and commit_ts < holds.get(table, 1 << 64)
-            (ready if complete else waiting).append(item)
-        self._buffer = waiting
-        ready.sort(key=lambda item: item[:2])
+        holds = holds or {}
+        if not holds and self._buffer and max(i[0] for i in self._buffer) <= min(limits.values()):
+            ready, self._buffer = self._buffer, []  # everything in memory is complete (a drained backlog)
+        else:
+            ready, waiting = [], []
+            for item in self._buffer:
+                commit_ts, _, event = item
+                complete = commit_ts <= limits[event.position.topic] and commit_ts < holds.get(event.table, _NEVER)
+                (ready if complete else waiting).append(item)
+            self._buffer = waiting
+        # (commitTs, arrival) decide every comparison: arrival numbers are unique.
+        ready.sort()
+        if self._spill:
+            ready, cut = self._with_spilled(ready, limits, holds, max_events)
+        else:
+            ready, cut = self._bounded(ready, max_events)
+        last = ready[-1][0] if ready else 0
+        through = {t: min(ts, last) for t, ts in limits.items()} if cut else dict(limits)
         lowest = min(limits.values(), default=0)
         self._ddl_seen = {d for d in self._ddl_seen if d[1] > lowest}
-        return [event for _, _, event in ready]
+        return Released([event for _, _, event in ready], through, cut)
+
+    def _bounded(self, ready: list, max_events: int | None) -> tuple[list, bool]:
+        """`ready` cut after `max_events` at a commitTs boundary; the rest waits for the next release."""
+        if max_events is None or len(ready) <= max_events:
+            return ready, False
+        end = max_events
+        while end < len(ready) and ready[end][0] == ready[end - 1][0]:
+            end += 1  # a commitTs is never split: its split updates must collapse together
+        if end == len(ready):
+            return ready, False
+        self._buffer.extend(ready[end:])
+        return ready[:end], True
+
+    def _with_spilled(
+        self, ready: list, limits: Mapping[str, int], holds: Mapping[TableName, int], max_events: int | None
+    ) -> tuple[list, bool]:
+        """`ready` merged with the complete spilled events, cut like `_bounded`; what is taken leaves disk."""
+
+        def complete_spilled():
+            for item in self._spill.up_to(max(limits.values())):
+                commit_ts, _, event = item
+                if commit_ts <= limits[event.position.topic] and commit_ts < holds.get(event.table, _NEVER):
+                    yield item
+
+        spilled = complete_spilled()
+        in_memory = {arrival for _, arrival, _ in ready}
+        taken: list = []
+        from_disk: list[int] = []
+        cut = False
+        for item in heapq.merge(ready, spilled):
+            if max_events is not None and len(taken) >= max_events and item[0] != taken[-1][0]:
+                cut = True
+                break
+            taken.append(item)
+            if item[1] not in in_memory:
+                from_disk.append(item[1])
+        spilled.close()
+        self._spill.remove(from_disk)
+        if cut:
+            # What was complete in memory but not taken waits for the next release.
+            taken_arrivals = {arrival for _, arrival, _ in taken}
+            self._buffer.extend(item for item in ready if item[1] not in taken_arrivals)
+        return taken, cut
 
     def pending_offsets(self) -> dict[TopicPartition, int]:
-        lowest: dict[TopicPartition, int] = {}
+        lowest: dict[TopicPartition, int] = self._spill.lowest_offsets() if self._spill else {}
         for _, _, event in self._buffer:
             pos = event.position
             tp = pos.topic_partition
             lowest[tp] = min(lowest.get(tp, pos.offset), pos.offset)
         return lowest
 
+    def close(self) -> None:
+        super().close()
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
     def __len__(self) -> int:
-        return len(self._buffer)
+        return len(self._buffer) + (len(self._spill) if self._spill else 0)
 
     # --- restart state ----------------------------------------------------------
 
@@ -211,9 +335,9 @@ class ArrivalGate(Gate):
             return
         self._buffer.append(event)
 
-    def release(self, holds: Mapping[TableName, int] | None = None) -> list[Event]:
+    def release(self, holds: Mapping[TableName, int] | None = None, max_events: int | None = None) -> Released:
         released, self._buffer = self._buffer, []
-        return released
+        return Released(released, {})
 
     def watermarks(self) -> dict[str, int]:
         return {}

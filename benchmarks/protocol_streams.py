@@ -65,32 +65,18 @@ def _raw(feed: Changefeed) -> list[RawMessage]:
     return [RawMessage(m.topic or "bench", m.partition, i, m.key, m.value) for i, m in enumerate(feed.messages)]
 
 
-def _decoding(factory: Callable[[], object], messages: list[RawMessage]) -> Callable[[], None]:
-    def run() -> None:
-        decode = factory().decode
-        for message in messages:
-            decode(message)
-
-    return run
+def _json_parse(message: RawMessage) -> object:
+    return orjson.loads(message.value) if message.value is not None else None
 
 
-def _json_parse(messages: list[RawMessage]) -> Callable[[], None]:
-    return lambda: [orjson.loads(m.value) for m in messages if m.value is not None]
+def _open_parse(message: RawMessage) -> list:
+    items = [orjson.loads(item) for item in split_items(message.key[8:])]
+    # resolved events carry no value
+    items += [orjson.loads(item) for item in split_items(message.value or b"") if item]
+    return items
 
 
-def _open_parse(messages: list[RawMessage]) -> Callable[[], None]:
-    def run() -> None:
-        for m in messages:
-            for item in split_items(m.key[8:]):
-                orjson.loads(item)
-            for item in split_items(m.value or b""):
-                if item:  # resolved events carry no value
-                    orjson.loads(item)
-
-    return run
-
-
-def _avro_parse(messages: list[RawMessage], registry_url: str) -> Callable[[], None]:
+def _avro_parse(messages: list[RawMessage], registry_url: str) -> Callable[[RawMessage], object]:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
     client = SchemaRegistryClient({"url": registry_url})
@@ -102,43 +88,40 @@ def _avro_parse(messages: list[RawMessage], registry_url: str) -> Callable[[], N
             parsed[schema_id] = fastavro.parse_schema(orjson.loads(client.get_schema(schema_id).schema_str))
         return parsed[schema_id]
 
-    framed = [(m.key, m.value) for m in messages]
-    for key, value in framed:
-        schema(key)
-        if value is not None:
-            schema(value)
+    for m in messages:  # schemas fetched once, as the decoder caches them
+        schema(m.key)
+        if m.value is not None:
+            schema(m.value)
 
-    def run() -> None:
-        for key, value in framed:
-            fastavro.schemaless_reader(io.BytesIO(key[5:]), schema(key), None)
-            if value is not None:
-                fastavro.schemaless_reader(io.BytesIO(value[5:]), schema(value), None)
+    def parse(message: RawMessage) -> tuple:
+        key = fastavro.schemaless_reader(io.BytesIO(message.key[5:]), schema(message.key), None)
+        if message.value is None:
+            return key, None
+        return key, fastavro.schemaless_reader(io.BytesIO(message.value[5:]), schema(message.value), None)
 
-    return run
+    return parse
 
 
-def protocol_contenders(events: int, keys: int) -> dict[str, tuple[Callable, tuple[str, Callable]]]:
-    """protocol -> (decode all its messages, (what the raw parse is, do it))."""
+def protocol_contenders(events: int, keys: int) -> dict[str, tuple[Callable, list[RawMessage], tuple[str, Callable]]]:
+    """protocol -> (a factory of its decode function, its messages, (what the raw parse is, parse one message))."""
     from tests.registry_server import FakeSchemaRegistry
 
     out = {}
     debezium = _raw(_workload(Changefeed(streams.PARTITIONS, debezium_writer=DebeziumWriter()), events, keys))
-    out["debezium"] = (_decoding(debezium_decoder, debezium), ("orjson.loads", _json_parse(debezium)))
+    out["debezium"] = (lambda: debezium_decoder().decode, debezium, ("orjson.loads", _json_parse))
     canal = _raw(
         _workload(Changefeed(streams.PARTITIONS, canal_writer=CanalJsonWriter(content_compatible=True)), events, keys)
     )
-    out["canal-json"] = (_decoding(canal_decoder, canal), ("orjson.loads", _json_parse(canal)))
+    out["canal-json"] = (lambda: canal_decoder().decode, canal, ("orjson.loads", _json_parse))
     opened = _raw(_workload(Changefeed(streams.PARTITIONS, open_writer=OpenProtocolWriter()), events, keys))
-    out["open-protocol"] = (_decoding(open_decoder, opened), ("framing + orjson.loads", _open_parse(opened)))
+    out["open-protocol"] = (lambda: open_decoder().decode, opened, ("framing + orjson.loads", _open_parse))
 
     registry = FakeSchemaRegistry()
     registry.start()
     writer = TiCDCAvroWriter(registry.url, enable_tidb_extension=True)
     avro = _raw(_workload(Changefeed(streams.PARTITIONS, avro_writer=writer), events, keys))
-    factory = lambda: avro_decoder(registry.url, enable_tidb_extension=True)  # noqa: E731
-    factory().decode(avro[0])  # schemas fetched once, as the decoder caches them
-    warm = factory()
-    for m in avro[:50]:
+    warm = avro_decoder(registry.url, enable_tidb_extension=True)
+    for m in avro:  # schemas fetched once, as the decoder caches them
         warm.decode(m)
-    out["avro"] = (_decoding(lambda: warm, avro), ("fastavro.schemaless_reader", _avro_parse(avro, registry.url)))
+    out["avro"] = (lambda: warm.decode, avro, ("fastavro.schemaless_reader", _avro_parse(avro, registry.url)))
     return out

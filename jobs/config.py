@@ -84,12 +84,20 @@ class RunConfig:
     # until-idle: give up waiting for the captured end offsets after this long
     # without any message.
     idle_timeout_seconds: float = 30.0
+    # Events waiting for a watermark kept in memory; more wait on local disk
+    # (under spill_dir, default the system's temporary directory). Also the most
+    # events applied in one slice.
+    max_pending_events: int = 100_000
+    spill_dir: str = ""
 
     def __post_init__(self) -> None:
         require_choice("run.mode", self.mode, RUN_MODES)
         require_positive("run.batch_max_messages", self.batch_max_messages)
         require_positive("run.batch_max_seconds", self.batch_max_seconds)
         require_positive("run.idle_timeout_seconds", self.idle_timeout_seconds)
+        require_positive("run.max_pending_events", self.max_pending_events)
+        if not isinstance(self.spill_dir, str):
+            raise ConfigError(f"run.spill_dir: must be a directory path, got {self.spill_dir!r}")
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,8 @@ class KafkaSource:
 
     def poll(self, max_messages: int, timeout: float) -> list[RawMessage]:
         out = []
+        append = out.append
+        last: dict[tuple[str, int], int] = {}
         for message in self._consumer.consume(num_messages=max_messages, timeout=timeout):
             error = message.error()
             if error is not None:
@@ -114,8 +116,10 @@ class KafkaSource:
                 log.warning("transient Kafka error: %s", error)
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
+            last[topic, partition] = offset
+            append(RawMessage(topic, partition, offset, message.key(), message.value()))
+        for (topic, partition), offset in last.items():
             self._next[TopicPartition(topic, partition)] = offset + 1
-            out.append(RawMessage(topic, partition, offset, message.key(), message.value()))
         return out
 
     def next_offsets(self) -> dict[TopicPartition, int]:

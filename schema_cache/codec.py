@@ -66,10 +66,33 @@ class ColumnCodec:
 _CONVERSION_ERRORS = (ValueError, TypeError, ArithmeticError, OverflowError, KeyError, IndexError, InvalidMessage)
 
 
+def _compiled(fields: Sequence[str], converters: Sequence[Converter], keep: Sequence[int]) -> Callable:
+    """A function from a wire row to a tuple of all columns, of which only positions `keep` are read.
+
+    The hot path of every decoder: generated once per structure so a row costs
+    one lookup, one test and one call per column, with no loop. The generated
+    text holds only positions; field names and converters are bound as values.
+    """
+    width = len(fields)
+    params = ", ".join([f"f{i}, c{i}" for i in keep] + ["_"])
+    lines = [f"def bind({params}):", "    def row(values):", "        get = values.get"]
+    for i in keep:
+        lines.append(f"        v{i} = get(f{i})")
+        lines.append(f"        if v{i} is not None:")
+        lines.append(f"            v{i} = c{i}(v{i})")
+    items = [f"v{i}" if i in keep else "None" for i in range(width)]
+    lines.append(f"        return ({', '.join(items)}{',' if width == 1 else ''})")
+    lines.append("    return row")
+    namespace: dict = {}
+    exec("\n".join(lines), namespace)  # noqa: S102 - text built from integers only
+    bound = [value for i in keep for value in (fields[i], converters[i])]
+    return namespace["bind"](*bound, None)
+
+
 class RowCodec:
     """A table structure and the conversion of its wire rows; immutable, picklable."""
 
-    __slots__ = ("schema", "columns", "context", "_fields", "_converters")
+    __slots__ = ("schema", "columns", "context", "_fields", "_key_fields", "_converters", "_row", "_key_row")
 
     def __init__(self, schema: TableSchema, columns: Sequence[ColumnCodec], context: ValueContext) -> None:
         self.schema = schema
@@ -77,6 +100,10 @@ class RowCodec:
         self.context = context
         self._fields = tuple(c.field or c.name for c in self.columns)
         self._converters = tuple(c.reader(c, context) for c in self.columns)
+        everything = range(len(self.columns))
+        self._row = _compiled(self._fields, self._converters, everything)
+        self._key_row = _compiled(self._fields, self._converters, schema.key_indexes())
+        self._key_fields = tuple(self._fields[i] for i in schema.key_indexes())
 
     @classmethod
     def build(
@@ -111,22 +138,37 @@ class RowCodec:
 
     def row(self, values: Mapping[str, object]) -> tuple:
         """`values` (wire name -> wire value) as a tuple in column order; a missing or null value is None."""
-        get = values.get
         try:
-            return tuple(None if (raw := get(f)) is None else convert(raw) for f, convert in zip(self._fields, self._converters, strict=True))
+            return self._row(values)
         except _CONVERSION_ERRORS:
-            return self._row_naming_the_column(values)
+            self._name_the_column(values, range(len(self._fields)))
+            raise
 
-    def _row_naming_the_column(self, values: Mapping[str, object]) -> tuple:
+    def key_row(self, values: Mapping[str, object]) -> tuple:
+        """Like `row`, but only the handle-key columns are read; the others are None.
+
+        An old row image is needed only to find the row (its key): converting
+        the rest would be wasted work on every UPDATE and DELETE.
+        """
+        try:
+            return self._key_row(values)
+        except _CONVERSION_ERRORS:
+            self._name_the_column(values, self.schema.key_indexes())
+            raise
+
+    def has_key_fields(self, values: Mapping[str, object]) -> bool:
+        """Whether `values` holds every handle-key column (a partial old image may not)."""
+        return all(f in values for f in self._key_fields)
+
+    def _name_the_column(self, values: Mapping[str, object], positions: Iterable[int]) -> None:
         # The slow path, only for a row that failed: redo it column by column to say which one.
-        out = []
-        for field, convert in zip(self._fields, self._converters, strict=True):
-            raw = values.get(field)
+        for i in positions:
+            raw = values.get(self._fields[i])
             try:
-                out.append(None if raw is None else convert(raw))
+                if raw is not None:
+                    self._converters[i](raw)
             except _CONVERSION_ERRORS as err:
-                raise ValueConversionError(f"column {field!r}: cannot convert {raw!r}: {err}") from err
-        return tuple(out)
+                raise ValueConversionError(f"column {self._fields[i]!r}: cannot convert {raw!r}: {err}") from err
 
 
 # --- readers every protocol can use ------------------------------------------------------

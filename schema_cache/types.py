@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import decimal
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -206,7 +207,7 @@ def _to_int(text: object) -> int:
 
 
 def _to_decimal(text: object) -> decimal.Decimal:
-    value = decimal.Decimal(str(text))
+    value = decimal.Decimal(text if text.__class__ is str else str(text))
     if not value.is_finite():
         raise ValueConversionError(f"not a finite decimal: {text!r}")
     return value
@@ -216,8 +217,8 @@ def _to_float(text: object) -> float:
     return float(text)
 
 
-def _to_str(text: object) -> str:
-    return text if isinstance(text, str) else str(text)
+# The text of a value; a str is returned as it is.
+_to_str = str
 
 
 def _to_bytes(value: object) -> bytes:
@@ -237,11 +238,39 @@ def _is_zero_date(text: str, policy: str) -> bool:
     return False
 
 
+_UTC = dt.timezone.utc
+_from_iso = dt.datetime.fromisoformat
+
+
+def parse_wall_clock(text: str) -> dt.datetime:
+    """MySQL's DATETIME / TIMESTAMP text (`2026-01-02 03:04:05[.f]`, any fraction width), zone-less."""
+    try:
+        return _from_iso(text)
+    except ValueError:
+        pass
+    # Python 3.10 accepts only 3 or 6 fractional digits; TiDB writes the column's precision.
+    head, dot, fraction = text.partition(".")
+    if dot and fraction.isdigit() and len(fraction) <= 6:
+        return _from_iso(f"{head}.{fraction.ljust(6, '0')}")
+    raise ValueError(f"not a date and time: {text!r}")
+
+
+def _wall_clock_or_none(text: str, policy: str) -> dt.datetime | None:
+    # Zero dates are no dates: they fail to parse, and only then are told apart.
+    try:
+        return parse_wall_clock(text)
+    except ValueError:
+        if _is_zero_date(text, policy):
+            return None
+        raise
+
+
+@functools.lru_cache(maxsize=64)
 def _zone(name: str) -> dt.tzinfo:
     if name in ("", "UTC", "Local", "SYSTEM"):
         # TiCDC resolves "system"/"local" to an IANA name before encoding; an empty
         # or "UTC" location means UTC.
-        return dt.timezone.utc
+        return _UTC
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as err:
@@ -250,27 +279,57 @@ def _zone(name: str) -> dt.tzinfo:
 
 def timestamp_in_zone(text: str, zone_name: str, options: TypeOptions = DEFAULT_OPTIONS) -> dt.datetime | None:
     """A TIMESTAMP shown as wall-clock `text` in `zone_name`, as a UTC instant."""
-    if _is_zero_date(text, options.zero_date):
+    zone = _zone(zone_name)
+    if zone is _UTC:
+        try:
+            return _from_iso(text + "+00:00")  # the common case, inline: replace() costs 5x the parse
+        except (ValueError, TypeError):
+            pass
+    wall = _wall_clock_or_none(str(text), options.zero_date)
+    if wall is None:
         return None
-    wall = dt.datetime.fromisoformat(text)
-    return wall.replace(tzinfo=_zone(zone_name)).astimezone(dt.timezone.utc)
+    return wall.replace(tzinfo=zone).astimezone(_UTC)
 
 
 def _temporal_converter(name: str, target: str, options: TypeOptions) -> Converter:
-    def convert(value: object) -> object:
-        text = _to_str(value)
-        if _is_zero_date(text, options.zero_date):
-            return None
-        if target == "STRING":
-            return text
-        if name == "date":
-            return dt.date.fromisoformat(text[:10])
-        wall = dt.datetime.fromisoformat(text)
-        if name == "timestamp" or target == "TIMESTAMP":
-            return wall.replace(tzinfo=dt.timezone.utc)
-        return wall
+    policy = options.zero_date
+    if target == "STRING":
 
-    return convert
+        def as_text(value: object) -> str | None:
+            text = str(value)
+            return None if _is_zero_date(text, policy) else text
+
+        return as_text
+    if name == "date":
+
+        def as_date(value: object) -> dt.date | None:
+            text = str(value)
+            try:
+                return dt.date.fromisoformat(text[:10])
+            except ValueError:
+                if _is_zero_date(text, policy):
+                    return None
+                raise
+
+        return as_date
+    if name == "timestamp" or target == "TIMESTAMP":
+
+        def as_instant(value: object) -> dt.datetime | None:
+            try:
+                return _from_iso(value + "+00:00")  # the common case, inline: replace() costs 5x the parse
+            except (ValueError, TypeError):
+                wall = _wall_clock_or_none(str(value), policy)
+                return None if wall is None else wall.replace(tzinfo=_UTC)
+
+        return as_instant
+
+    def as_wall_clock(value: object) -> dt.datetime | None:
+        try:
+            return _from_iso(value)  # the common case, inline
+        except (ValueError, TypeError):
+            return _wall_clock_or_none(str(value), policy)
+
+    return as_wall_clock
 
 
 _TIME = re.compile(r"(-)?(\d+):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")

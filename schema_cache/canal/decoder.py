@@ -15,9 +15,10 @@ integer; TIMESTAMP wall clock in the TiCDC server's time zone.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
+
+import orjson
 
 from schema_cache import types
 from schema_cache.canal.mysql_type import parse_mysql_type
@@ -70,7 +71,7 @@ class CanalJsonDecoder(SelfDescribing):
         if value is None:
             raise InvalidMessage("empty message value (canal-json sends no tombstones)")
         try:
-            body = json.loads(self._large.value(value))
+            body = orjson.loads(self._large.value(value))
         except ValueError as err:
             raise InvalidMessage(f"not JSON: {err}") from err
         if not isinstance(body, dict):
@@ -103,16 +104,15 @@ class CanalJsonDecoder(SelfDescribing):
             raise InvalidMessage("a row change without data")
         codec = self._structure(table, data, body["mysqlType"], tuple(body.get("pkNames") or ()))
         require_handle_key(codec.schema)
-        row = codec.row(data)
         before = after = None
         if kind is Op.DELETE:
-            before = row  # canal-json carries the deleted row in `data`
+            before = codec.key_row(data)  # canal-json carries the deleted row in `data`
         else:
-            after = row
+            after = codec.row(data)
             if kind is Op.UPDATE:
                 old = (body.get("old") or [{}])[0] or {}
                 # `old` may hold only changed columns (only-output-updated-columns).
-                before = codec.row({**data, **old})
+                before = codec.key_row(old if codec.has_key_fields(old) else {**data, **old})
         commit_ts = int(extension.get("commitTs") or 0)
         return RowChange(table, commit_ts, kind, before, after, codec.schema, message.position)
 

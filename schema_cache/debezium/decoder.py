@@ -21,6 +21,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+import orjson
+
 from schema_cache.codec import ColumnCodec, RowCodec, ValueContext, column_default
 from schema_cache.debezium.columns import debezium_value, resolve_type
 from schema_cache.debezium.options import DebeziumOptions
@@ -106,7 +108,7 @@ class DebeziumDecoder:
         if message.value is None:
             raise InvalidMessage("empty message value (TiCDC's debezium protocol sends no tombstones)")
         try:
-            envelope = json.loads(message.value)
+            envelope = orjson.loads(message.value)
         except ValueError as err:
             raise InvalidMessage(f"not JSON: {err}") from err
         payload = envelope["payload"]
@@ -133,14 +135,15 @@ class DebeziumDecoder:
         structure = self._structure(table, fields, described, tuple(key))
         require_handle_key(structure.schema)
         op = payload["op"]
-        before = _row(structure, payload.get("before"))
-        after = _row(structure, payload.get("after"))
+        old, new = payload.get("before"), payload.get("after")
+        before = None if old is None else structure.key_row(old)
+        after = None if new is None else structure.row(new)
         if op == "c":
             kind = Op.INSERT
         elif op == "d":
             kind = Op.DELETE
             if before is None:  # the old image is missing: the key finds the row
-                before = structure.row(key)
+                before = structure.key_row(key)
         else:
             # Without output-old-value there is no `before`: an upsert of the new image.
             kind = Op.UPDATE if before is not None else Op.UPSERT
@@ -150,7 +153,7 @@ class DebeziumDecoder:
         if not message.key:
             return {}
         try:
-            return dict(json.loads(message.key)["payload"])
+            return dict(orjson.loads(message.key)["payload"])
         except (ValueError, KeyError, TypeError) as err:
             raise InvalidMessage(f"the Kafka key is not a Debezium key: {err}") from err
 
@@ -246,6 +249,3 @@ class DebeziumDecoder:
     def _primary_key(described: Mapping[str, object]) -> tuple[str, ...]:
         return tuple(str(c) for c in described.get("primaryKeyColumnNames") or ())
 
-
-def _row(structure: RowCodec, values: Mapping[str, object] | None) -> tuple | None:
-    return None if values is None else structure.row(values)

@@ -18,10 +18,11 @@ temporal values as text (TIMESTAMP in the TiCDC server's zone).
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import struct
 from collections.abc import Iterator, Mapping
+
+import orjson
 
 from schema_cache import types
 from schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, text_value
@@ -152,7 +153,7 @@ class OpenProtocolDecoder(SelfDescribing):
         if len(keys) != len(values):
             raise InvalidMessage(f"{len(keys)} keys but {len(values)} values in one batch")
         for key_item, value_item in zip(keys, values, strict=True):
-            yield json.loads(key_item), value_item
+            yield orjson.loads(key_item), value_item
 
     def _decode(self, message: RawMessage) -> list[Event]:
         events: list[Event] = []
@@ -161,7 +162,7 @@ class OpenProtocolDecoder(SelfDescribing):
             if kind == RESOLVED:
                 events.append(Watermark(int(key["ts"]), message.position))
             elif kind == DDL:
-                events.extend(self._schema_change(message, key, json.loads(self._large.value(value))))
+                events.extend(self._schema_change(message, key, orjson.loads(self._large.value(value))))
             elif kind == ROW:
                 events.append(self._row_change(message, key, value))
             else:
@@ -175,20 +176,20 @@ class OpenProtocolDecoder(SelfDescribing):
             (key, value), *_ = self._pairs(stored_key, stored_value)
         elif key.get("ohk"):
             raise handle_key_only()
-        body = json.loads(self._large.value(value))
+        body = orjson.loads(self._large.value(value))
         table = TableName(str(key["scm"]), str(key["tbl"]))
         commit_ts = int(key["ts"])
         if "d" in body:
             codec = self._structure(table, body["d"])
             require_handle_key(codec.schema)
-            before = codec.row(_values(body["d"]))
+            before = codec.key_row(_values(body["d"]))
             return RowChange(table, commit_ts, Op.DELETE, before, None, codec.schema, message.position)
         codec = self._structure(table, body["u"])
         require_handle_key(codec.schema)
         after = codec.row(_values(body["u"]))
         if "p" in body:
             # `p` may hold only the changed columns (only-output-updated-columns).
-            before = codec.row(_values({**body["u"], **body["p"]}))
+            before = codec.key_row(_values({**body["u"], **body["p"]}))
             return RowChange(table, commit_ts, Op.UPDATE, before, after, codec.schema, message.position)
         return RowChange(table, commit_ts, Op.INSERT, None, after, codec.schema, message.position)
 

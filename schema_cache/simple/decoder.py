@@ -13,6 +13,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+import orjson
+
 from schema_cache.codec import RowCodec, ValueContext
 from schema_cache.decoder import decoding, require_handle_key
 from schema_cache.events import (
@@ -86,7 +88,7 @@ class SimpleDecoder:
     # --- the Decoder interface -------------------------------------------------
 
     def decode(self, message: RawMessage) -> list[Event]:
-        return decoding(message, lambda m: self._events(self._parse(m.value), m))
+        return decoding(message, self._decode)
 
     def parked(self) -> list[ParkedMessage]:
         return self._parking.all()
@@ -104,11 +106,15 @@ class SimpleDecoder:
 
     # --- decoding ---------------------------------------------------------------
 
+    def _decode(self, message: RawMessage) -> list[Event]:
+        return self._events(self._parse(message.value), message)
+
     def _parse(self, value: bytes | None) -> Mapping[str, object]:
         """The body of a message value (the message's own, or a claim-checked original)."""
         if value is None:
             raise InvalidMessage("empty message value (Simple protocol never sends tombstones)")
-        value = self._large.value(value)
+        if self._large.compression != "none":
+            value = self._large.value(value)
         if self._encoding == "avro":
             try:
                 body = avro.read(value)
@@ -116,7 +122,7 @@ class SimpleDecoder:
                 raise InvalidMessage(f"not a Simple Avro message: {type(err).__name__}: {err}") from err
         else:
             try:
-                body = json.loads(value)
+                body = orjson.loads(value)
             except ValueError as err:
                 raise InvalidMessage(f"not JSON: {err}") from err
             if not isinstance(body, dict):
@@ -128,10 +134,10 @@ class SimpleDecoder:
 
     def _events(self, body: Mapping[str, object], message: RawMessage) -> list[Event]:
         kind = body.get("type")
-        if kind == "WATERMARK":
-            return [Watermark(int(body["commitTs"]), message.position)]
         if kind in _DML_OPS:
             return self._row_change(body, message)
+        if kind == "WATERMARK":
+            return [Watermark(int(body["commitTs"]), message.position)]
         if kind == "BOOTSTRAP":
             return self._learn(body["tableSchema"])
         if kind in _DDL_KINDS:
@@ -146,35 +152,30 @@ class SimpleDecoder:
             return self._row_change(self._parse(value), message)
         if body.get("handleKeyOnly"):
             raise handle_key_only()
-        table = TableName(str(body["database"]), str(body["table"]))
-        key: SchemaKey = (table.database, table.table, int(body["schemaVersion"]))
+        key: SchemaKey = (body["database"], body["table"], body["schemaVersion"])
         cached = self._schemas.get(key)
         if cached is None:
-            commit_ts = int(body["commitTs"])
+            # Cached keys are (str, str, int): a message with other types is looked up as those.
+            key = (str(key[0]), str(key[1]), int(key[2]))
+            cached = self._schemas.get(key)
+        if cached is None:
+            table = TableName(key[0], key[1])
             log.info("parking %s: schema %s version %d not known yet", message.position, table, key[2])
-            self._parking.park(key, message, table, commit_ts)
+            self._parking.park(key, message, table, int(body["commitTs"]))
             return []
-        require_handle_key(cached.schema)
-        op = _DML_OPS[str(body["type"])]
-        after = cached.row(body["data"]) if op is not Op.DELETE else None
-        before = None
-        if op is not Op.INSERT:
-            old = body["old"]
-            if op is Op.UPDATE:
-                # TiCDC may omit unchanged columns from `old`; they equal `data`.
-                old = {**body["data"], **old}
-            before = cached.row(old)
-        return [
-            RowChange(
-                table=table,
-                commit_ts=int(body["commitTs"]),
-                op=op,
-                before=before,
-                after=after,
-                schema=cached.schema,
-                position=message.position,
-            )
-        ]
+        schema = cached.schema
+        require_handle_key(schema)
+        op = _DML_OPS[body["type"]]
+        if op is Op.INSERT:
+            after, before = cached.row(body["data"]), None
+        elif op is Op.DELETE:
+            after, before = None, cached.key_row(body["old"])
+        else:
+            data, old = body["data"], body["old"]
+            after = cached.row(data)
+            # TiCDC may omit unchanged columns from `old`; they equal `data`.
+            before = cached.key_row(old if cached.has_key_fields(old) else {**data, **old})
+        return [RowChange(schema.name, int(body["commitTs"]), op, before, after, schema, message.position)]
 
     def _schema_change(self, body: Mapping[str, object], message: RawMessage) -> list[Event]:
         raw_schema = body.get("tableSchema")

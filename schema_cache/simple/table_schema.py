@@ -8,11 +8,13 @@ JSON TableSchema names its database `schema`, the Avro one `database`;
 from __future__ import annotations
 
 import base64
+import datetime
 from collections.abc import Mapping
 
 from schema_cache import types
 from schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, column_default
 from schema_cache.events import TableName
+from schema_cache.simple import avro
 
 
 def tidb_type(data_type: Mapping[str, object]) -> types.TiDBType:
@@ -42,15 +44,26 @@ def simple_value(column: ColumnCodec, context: ValueContext) -> Converter:
 
         def timestamp(raw: object) -> object:
             # {"location": zone, "value": wall clock in that zone}
-            if isinstance(raw, dict):
-                return types.timestamp_in_zone(str(raw["value"]), str(raw.get("location") or "UTC"), options)
-            return types.timestamp_in_zone(str(raw), "UTC", options)
+            if raw.__class__ is not dict:
+                return types.timestamp_in_zone(raw, "UTC", options)
+            location = raw.get("location")
+            if location == "UTC":  # the usual case, inline
+                try:
+                    return _from_iso(raw["value"] + "+00:00")  # datetime.replace() costs 5x the parse
+                except (ValueError, TypeError):
+                    pass  # a zero date, an odd fraction width, or bad input: the general path says which
+            return types.timestamp_in_zone(raw["value"], location or "UTC", options)
 
         return timestamp
     convert = types.text_converter(column.tidb, context.types)
     if types.is_binary(column.tidb):
         return lambda raw: convert(_binary_value(raw))
+    if column.tidb.name == "bigint" and column.tidb.unsigned:
+        return lambda raw: convert(avro.unsigned_bigint(raw))
     return convert
+
+
+_from_iso = datetime.datetime.fromisoformat
 
 
 def _binary_value(raw: object) -> bytes:

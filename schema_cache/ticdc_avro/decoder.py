@@ -113,16 +113,15 @@ class TiCDCAvroDecoder(SelfDescribing):
         if op_name and op_name not in _OPS:
             raise InvalidMessage(f"unknown _tidb_op {op_name!r} (expected c, u or d)")
         op = _OPS.get(op_name, Op.UPSERT)
-        values = table.row(record)
         before = after = None
         if op is Op.DELETE:
-            before = values  # avro-include-before-value: the pre-image in the main fields
+            before = table.key_row(record)  # avro-include-before-value: the pre-image in the main fields
         else:
-            after = values
+            after = table.row(record)
             old = record.get(BEFORE_FIELD)
             if old is not None:
                 # avro-include-before-value: the old image lets key changes delete the old key.
-                op, before = Op.UPDATE, table.row(old)
+                op, before = Op.UPDATE, table.key_row(old)
         return RowChange(
             table=table.schema.name,
             commit_ts=int(record.get("_tidb_commit_ts") or 0),

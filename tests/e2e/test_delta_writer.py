@@ -94,7 +94,8 @@ def test_truncate_keeps_the_table_and_its_history(sql, spark, tmp_path):
     name = locator.sql_name(T)
     assert [tuple(r) for r in spark.table(name).collect()] == [(2, "y")]
     operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {name}").collect()]
-    assert operations == ["MERGE", "DELETE", "MERGE", "CREATE TABLE"]
+    # Into a table known to be empty (just created, just truncated) a batch is appended.
+    assert operations == ["WRITE", "DELETE", "WRITE", "CREATE TABLE"]
     assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=13))
 
 
@@ -135,3 +136,33 @@ def test_a_merge_that_loses_a_race_with_another_writer_is_run_again(sql, spark, 
     assert sorted(tuple(r) for r in spark.table(name).collect()) == [(2, "merged"), (3, "merged"), (4, "d")]
     operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {name}").collect()][::-1]
     assert operations == ["CREATE TABLE", "WRITE", "DELETE", "MERGE"]
+
+
+def test_a_batch_into_a_table_known_empty_is_appended_and_later_ones_merged(sql, spark, tmp_path):
+    # Setup: the job creates a table; its first batch inserts 1-3, updates 2 and deletes 3; the
+    # second batch updates 1 and deletes 2. Expect: the first batch is one append (WRITE) of the
+    # net rows (3 is gone, 2 has its new value); the second is a MERGE; both carry applied points.
+    locator = PathLocator(str(tmp_path))
+    applier = applier_for(sql, locator)
+    at = Position("topic", 0, 0)
+    applier.apply(
+        [
+            SchemaChange(T, 10, SchemaChangeKind.CREATE, SCHEMA, at),
+            RowChange(T, 11, Op.INSERT, None, (1, "a"), SCHEMA, at),
+            RowChange(T, 11, Op.INSERT, None, (2, "b"), SCHEMA, at),
+            RowChange(T, 11, Op.INSERT, None, (3, "c"), SCHEMA, at),
+            RowChange(T, 12, Op.UPDATE, (2, None), (2, "B"), SCHEMA, at),
+            RowChange(T, 12, Op.DELETE, (3, None), None, SCHEMA, at),
+        ],
+        {"topic": 12},
+    )
+    name = locator.sql_name(T)
+    assert sorted(tuple(r) for r in spark.table(name).collect()) == [(1, "a"), (2, "B")]
+    applier.apply(
+        [RowChange(T, 13, Op.UPDATE, (1, None), (1, "A"), SCHEMA, at), RowChange(T, 13, Op.DELETE, (2, None), None, SCHEMA, at)],
+        {"topic": 13},
+    )
+    assert sorted(tuple(r) for r in spark.table(name).collect()) == [(1, "A")]
+    history = spark.sql(f"DESCRIBE HISTORY {name}").collect()
+    assert [r["operation"] for r in history] == ["MERGE", "WRITE", "CREATE TABLE"]
+    assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=13))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from decimal import Decimal
 
 import pytest
@@ -13,9 +14,6 @@ from tests.support import assert_table, publish, run_job, table_frame, table_ver
 from tests.workloads import DDL_EVOLUTION_TABLES, ITEMS_DDL, ddl_evolution, item, items_feed
 
 pytestmark = pytest.mark.e2e
-
-
-
 
 
 def test_inserts_updates_deletes_across_three_partitions(spark, kafka, tmp_path, unique):
@@ -65,6 +63,38 @@ def test_partitions_out_of_commit_order_wait_for_every_watermark(spark, kafka, t
     publish(kafka, topic, late)
     run_job(spark, kafka, topic, target, f"g-{unique}")
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
+
+
+def test_a_lagging_partition_spills_to_disk_and_the_tables_come_out_exact(spark, kafka, tmp_path, unique, caplog):
+    # Setup: 30 transactions of inserts and updates over 3 partitions with an ADD COLUMN half-way,
+    # and every watermark of partition 0 withheld until the last one, so everything waits. The job
+    # keeps at most 10 waiting events in memory and reads batches of 40 messages.
+    # Expect: waiting events spill to files under run.spill_dir (gone after the run); nothing is
+    # committed past a waiting event; the table equals the upstream rows, applied in slices of 10.
+    feed = items_feed()
+    for t in range(30):
+        if t == 15:
+            feed.add_column("shop", "items", column("stock", "int", default="3"), existing_rows_value=3)
+        with feed.transaction() as txn:
+            txn.insert("shop", "items", {**item(100 + t), **({"stock": t} if t >= 15 else {})})
+            if t:
+                txn.update("shop", "items", [100 + t - 1], {"price": Decimal(t)})
+    watermarks_p0 = [i for i, m in enumerate(feed.messages) if m.kind == "WATERMARK" and m.partition == 0]
+    held_back = set(watermarks_p0[:-1])
+    topic, target, spill = f"lag-{unique}", str(tmp_path / "delta"), tmp_path / "spill"
+    spill.mkdir()
+    publish(kafka, topic, [m for i, m in enumerate(feed.messages) if i not in held_back])
+    caplog.set_level(logging.INFO, logger="apply.gate")
+
+    result = run_job(
+        spark, kafka, topic, target, f"g-{unique}",
+        run={"max_pending_events": 10, "batch_max_messages": 40, "spill_dir": str(spill)},
+    )
+
+    assert_table(spark, target, feed, "shop", "items", ITEMS_DDL + ", stock INT")
+    assert result.waiting == 0 and result.batches > 3
+    assert "spilling the newest to " + str(spill) in caplog.text
+    assert not list(spill.iterdir())
 
 
 @pytest.mark.parametrize("split", [True, False], ids=["delete+insert", "one-update"])

@@ -37,12 +37,12 @@ def test_nothing_is_released_until_every_partition_passed_the_commit_ts():
     gate = WatermarkGate({"a": [0, 1]})
     for event in (row(12, 1, 0), row(10, 0, 0), row(18, 0, 1), mark(20, 0, 2)):
         gate.add(event)
-    assert gate.release() == []
+    assert gate.release().events == []
     gate.add(mark(15, 1, 1))
-    assert [e.commit_ts for e in gate.release()] == [10, 12]
+    assert [e.commit_ts for e in gate.release().events] == [10, 12]
     assert len(gate) == 1
     gate.add(mark(20, 1, 2))
-    assert [e.commit_ts for e in gate.release()] == [18]
+    assert [e.commit_ts for e in gate.release().events] == [18]
 
 
 def test_release_orders_by_commit_ts_then_arrival():
@@ -50,7 +50,7 @@ def test_release_orders_by_commit_ts_then_arrival():
     first, second, third = row(7, 1, 0), row(7, 0, 0), row(5, 0, 1)
     for event in (first, second, third, mark(9, 0, 2), mark(9, 1, 1)):
         gate.add(event)
-    assert gate.release() == [third, first, second]
+    assert gate.release().events == [third, first, second]
 
 
 def test_lower_watermark_is_a_replay_and_ignored():
@@ -68,7 +68,7 @@ def test_topics_are_gated_independently():
     gate.add(row(5, 0, 0, topic="a"))
     gate.add(row(5, 0, 0, topic="b", table=other))
     gate.add(mark(10, 0, 1, topic="a"))
-    released = gate.release()
+    released = gate.release().events
     assert [e.position.topic for e in released] == ["a"]
     assert len(gate) == 1
 
@@ -79,7 +79,7 @@ def test_ddl_copies_from_every_partition_become_one_event_after_earlier_rows():
     gate = WatermarkGate({"a": [0, 1]})
     for event in (ddl(20, 0, 0), row(19, 1, 0), ddl(20, 1, 1), row(21, 0, 1), mark(20, 0, 2), mark(20, 1, 2)):
         gate.add(event)
-    released = gate.release()
+    released = gate.release().events
     assert [type(e).__name__ for e in released] == ["RowChange", "SchemaChange"]
     assert [e.commit_ts for e in released] == [19, 20]
 
@@ -88,8 +88,8 @@ def test_holds_keep_a_table_behind_its_parked_messages():
     gate = WatermarkGate({"a": [0]})
     for event in (row(5, 0, 0), row(8, 0, 1), mark(10, 0, 2)):
         gate.add(event)
-    assert [e.commit_ts for e in gate.release({T: 8})] == [5]
-    assert [e.commit_ts for e in gate.release({})] == [8]
+    assert [e.commit_ts for e in gate.release({T: 8}).events] == [5]
+    assert [e.commit_ts for e in gate.release({}).events] == [8]
 
 
 def test_pending_offsets_are_the_lowest_buffered_per_partition():
@@ -113,5 +113,45 @@ def test_restored_watermarks_gate_like_observed_ones_and_are_saved_again():
     gate = WatermarkGate({"a": [0, 1]})
     gate.restore({TP("a", 0): 30, TP("a", 1): 25})
     gate.add(row(24, 1, 100))
-    assert [e.commit_ts for e in gate.release()] == [24]
+    assert [e.commit_ts for e in gate.release().events] == [24]
     assert gate.safe_watermarks({TP("a", 0): 50, TP("a", 1): 101}) == {TP("a", 0): 30, TP("a", 1): 25}
+
+
+def test_a_bounded_release_ends_at_a_commit_ts_and_says_how_far_it_reaches():
+    # Setup: five rows at 5, 6, 6, 6, 9, all complete (watermark 10); releases of at most 2.
+    # Expect: 5 and all three 6s (a commitTs is never split), applied points through 6; then 9,
+    # through the watermark.
+    gate = WatermarkGate({"a": [0]})
+    for i, ts in enumerate((5, 6, 6, 6, 9)):
+        gate.add(row(ts, 0, i))
+    gate.add(mark(10, 0, 9))
+    first = gate.release(max_events=2)
+    assert [e.commit_ts for e in first.events] == [5, 6, 6, 6] and first.more and first.through == {"a": 6}
+    second = gate.release(max_events=2)
+    assert [e.commit_ts for e in second.events] == [9] and not second.more and second.through == {"a": 10}
+
+
+def test_events_beyond_the_memory_budget_wait_on_disk_and_come_back_in_order(tmp_path):
+    # Setup: partition 1's watermark lags; 40 rows arrive out of commitTs order with room for 8 in
+    # memory. Expect: the newest spill to a file under the configured directory; offsets stay held
+    # at the lowest waiting offset; once partition 1 catches up every row comes back exactly once,
+    # in (commitTs, arrival) order, in bounded slices; the spill file is removed on close.
+    gate = WatermarkGate({"a": [0, 1]}, max_in_memory=8, spill_dir=str(tmp_path))
+    rows = [row(100 - (i * 7) % 40, i % 2, i) for i in range(40)]
+    for event in rows:
+        gate.add(event)
+    gate.add(mark(200, 0, 100))
+    assert len(gate) == 40 and list(tmp_path.iterdir())
+    assert gate.release().events == []
+    assert gate.pending_offsets() == {TP("a", 0): 0, TP("a", 1): 1}
+    gate.add(mark(200, 1, 100))
+    released = []
+    while True:
+        part = gate.release(max_events=10)
+        released += part.events
+        if not part.more:
+            break
+    expected = sorted(rows, key=lambda e: (e.commit_ts, rows.index(e)))
+    assert released == expected and len(gate) == 0 and gate.pending_offsets() == {}
+    gate.close()
+    assert not list(tmp_path.iterdir())

@@ -124,7 +124,11 @@ def test_avro_unsigned_bigint_above_two_to_the_63_is_restored():
     payload = unsigned_bigint(2**63 + 5)
     assert payload[1]["value"] < 0  # on the wire: two's complement in a signed long
     value = SimpleAvroWriter().insert(ALL_TYPES, 1, {"id": 2**63 + 5})
-    assert avro.read(value)["data"]["id"] == str(2**63 + 5)
+    assert avro.unsigned_bigint(avro.read(value)["data"]["id"]) == str(2**63 + 5)
+    decoder = SimpleDecoder(SimpleOptions(encoding="avro"))
+    decoder.decode(RawMessage("t", 0, 0, None, SimpleAvroWriter().bootstrap(ALL_TYPES)))
+    (row,) = decoder.decode(RawMessage("t", 0, 1, None, value))
+    assert row.after[row.schema.column_names().index("id")] == Decimal(2**63 + 5)
 
 
 def test_avro_bit_default_as_raw_bytes():
