@@ -143,6 +143,7 @@ class WatermarkGate(Gate):
         self._buffer: list[tuple[int, int, Event]] = []
         self._arrival = itertools.count()
         self._max_in_memory = max_in_memory
+        self._next_check = max_in_memory  # buffer length at which to look for events to spill
         self._spill_dir = spill_dir
         self._spill: SpillStore | None = None
 
@@ -156,22 +157,32 @@ class WatermarkGate(Gate):
         if kind is SchemaChange and not self._first_copy(event):
             return
         self._buffer.append((event.commit_ts, next(self._arrival), event))
-        if len(self._buffer) > self._max_in_memory:
-            self._spill_newest()
+        if len(self._buffer) > self._next_check:
+            self._spill_waiting()
 
-    def _spill_newest(self) -> None:
-        # The newest events are released last: they go to disk, half the budget at a time.
-        if self._spill is None:
-            self._spill = SpillStore(self._spill_dir)
-            log.warning(
-                "more than %d events wait for a watermark (a partition lags?); spilling the newest to %s",
-                self._max_in_memory,
-                self._spill_dir or "the temporary directory",
-            )
-        self._buffer.sort()
+    def _spill_waiting(self) -> None:
+        """Keep at most half the budget of waiting events in memory; the newest others go to disk.
+
+        Complete events stay: they leave with this batch's release, and a
+        batch is bounded by its own settings.
+        """
+        limits = self.watermarks()
+        waiting = [item for item in self._buffer if item[0] > limits[item[2].position.topic]]
         keep = self._max_in_memory // 2
-        self._spill.add(self._buffer[keep:])
-        del self._buffer[keep:]
+        if len(waiting) > keep:
+            if self._spill is None:
+                self._spill = SpillStore(self._spill_dir)
+                log.warning(
+                    "more than %d events wait for a watermark (a partition lags?); spilling the newest to %s",
+                    self._max_in_memory,
+                    self._spill_dir or "the temporary directory",
+                )
+            waiting.sort()  # the newest are released last: they go to disk
+            spilled = waiting[keep:]
+            self._spill.add(spilled)
+            gone = {arrival for _, arrival, _ in spilled}
+            self._buffer = [item for item in self._buffer if item[1] not in gone]
+        self._next_check = len(self._buffer) + keep
 
     def _observe(self, mark: Watermark) -> None:
         tp = mark.position.topic_partition
@@ -219,6 +230,7 @@ class WatermarkGate(Gate):
             ready, cut = self._with_spilled(ready, limits, holds, max_events)
         else:
             ready, cut = self._bounded(ready, max_events)
+        self._next_check = len(self._buffer) + self._max_in_memory
         last = ready[-1][0] if ready else 0
         through = {t: min(ts, last) for t, ts in limits.items()} if cut else dict(limits)
         lowest = min(limits.values(), default=0)

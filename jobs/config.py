@@ -85,8 +85,7 @@ class RunConfig:
     # without any message.
     idle_timeout_seconds: float = 30.0
     # Events waiting for a watermark kept in memory; more wait on local disk
-    # (under spill_dir, default the system's temporary directory). Also the most
-    # events applied in one slice.
+    # (under spill_dir, default the system's temporary directory).
     max_pending_events: int = 100_000
     spill_dir: str = ""
 

@@ -196,13 +196,13 @@ class Pipeline:
     def _process(self, messages: list, result: RunResult) -> None:
         with _no_cyclic_gc():
             errors = self._decode(messages)
-        # Complete events go to the tables in bounded slices (a lagging partition
-        # may have held back far more than a batch); each slice ends at a commitTs.
+        # Complete events go to the tables in slices of at most a batch (a lagging
+        # partition may have held back far more); each slice ends at a commitTs.
         summary = ApplySummary()
         released_count = 0
         while True:
             with self._times.phase("gate"):
-                released = self._gate.release(self._holds(), self._config.run.max_pending_events)
+                released = self._gate.release(self._holds(), self._config.run.batch_max_messages)
             summary.add(self._applier.apply(released.events, released.through))
             released_count += len(released.events)
             if not released.more:

@@ -68,6 +68,9 @@ logger.plans.level = error
 """
 
 
+_LOCAL_JVM_OPTIONS = "-XX:+UseG1GC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20 -XX:G1PeriodicGCInterval=5000"
+
+
 def delta_package() -> str:
     """The Maven coordinate of the Delta jar matching the installed pyspark and delta-spark."""
     import pyspark
@@ -125,7 +128,9 @@ def local_conf(
         **_jar_settings([delta_package(), *packages]),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
+        # G1 gives heap it no longer needs back to the system (periodic collections
+        # when idle, a small free ratio), so a long run's footprint stays that of a batch.
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j} {_LOCAL_JVM_OPTIONS}",
         **LOCAL_DEFAULTS,
     }
     conf.update(extra or {})
