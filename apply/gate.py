@@ -105,7 +105,7 @@ def gate_for(
     ordering: Ordering,
     partitions: Mapping[str, Iterable[int]],
     *,
-    max_in_memory: int = 100_000,
+    max_in_memory: int = 50_000,
     spill_dir: str | None = None,
 ) -> Gate:
     """The gate of a protocol's ordering, over every partition of its topics."""
@@ -133,7 +133,7 @@ class WatermarkGate(Gate):
         self,
         partitions: Mapping[str, Iterable[int]],
         *,
-        max_in_memory: int = 100_000,
+        max_in_memory: int = 50_000,
         spill_dir: str | None = None,
     ) -> None:
         super().__init__()
@@ -160,6 +160,11 @@ class WatermarkGate(Gate):
         if len(self._buffer) > self._next_check:
             self._spill_waiting()
 
+    def _check_after(self) -> int:
+        # The buffer length at which to look again: the budget, or half of it more than
+        # what is there now (complete events of a large batch), so the look is rare.
+        return max(self._max_in_memory, len(self._buffer) + self._max_in_memory // 2)
+
     def _spill_waiting(self) -> None:
         """Keep at most half the budget of waiting events in memory; the newest others go to disk.
 
@@ -182,7 +187,7 @@ class WatermarkGate(Gate):
             self._spill.add(spilled)
             gone = {arrival for _, arrival, _ in spilled}
             self._buffer = [item for item in self._buffer if item[1] not in gone]
-        self._next_check = len(self._buffer) + keep
+        self._next_check = self._check_after()
 
     def _observe(self, mark: Watermark) -> None:
         tp = mark.position.topic_partition
@@ -230,7 +235,7 @@ class WatermarkGate(Gate):
             ready, cut = self._with_spilled(ready, limits, holds, max_events)
         else:
             ready, cut = self._bounded(ready, max_events)
-        self._next_check = len(self._buffer) + self._max_in_memory
+        self._next_check = self._check_after()
         last = ready[-1][0] if ready else 0
         through = {t: min(ts, last) for t, ts in limits.items()} if cut else dict(limits)
         lowest = min(limits.values(), default=0)

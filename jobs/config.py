@@ -86,7 +86,7 @@ class RunConfig:
     idle_timeout_seconds: float = 30.0
     # Events waiting for a watermark kept in memory; more wait on local disk
     # (under spill_dir, default the system's temporary directory).
-    max_pending_events: int = 100_000
+    max_pending_events: int = 50_000
     spill_dir: str = ""
 
     def __post_init__(self) -> None:
