@@ -32,9 +32,6 @@ class KafkaSource:
         self._config = config
         self._consumer = Consumer(
             {
-                # Prefetch a batch's worth, not librdkafka's 64 MB per queue: the job
-                # reads far faster than it applies, and memory should not grow with lag.
-                "queued.max.messages.kbytes": 16384,
                 **config.properties,
                 "bootstrap.servers": config.bootstrap_servers,
                 "group.id": config.group_id,
