@@ -24,6 +24,15 @@ from schema_cache.exceptions import SourceError
 log = logging.getLogger(__name__)
 
 _METADATA_TIMEOUT = 30.0
+# Answers of a group coordinator that is starting or moving: librdkafka does not
+# flag them retriable, but asking again a moment later succeeds.
+_COORDINATOR_MOVING = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError._WAIT_COORD,
+    KafkaError._TIMED_OUT,
+}
 T = TypeVar("T")
 
 
@@ -64,7 +73,7 @@ class KafkaSource:
                 return call()
             except KafkaException as err:
                 error = err.args[0] if err.args else None
-                retriable = isinstance(error, KafkaError) and error.retriable()
+                retriable = isinstance(error, KafkaError) and (error.retriable() or error.code() in _COORDINATOR_MOVING)
                 if not retriable or time.monotonic() >= deadline:
                     raise SourceError(f"cannot {what} at {self._config.bootstrap_servers}: {err}") from err
                 log.info("Kafka: %s; retrying", err)
@@ -84,7 +93,10 @@ class KafkaSource:
         assignment = []
         for tp in tps:
             key = TopicPartition(tp.topic, tp.partition)
-            low, high = self._consumer.get_watermark_offsets(tp, timeout=_METADATA_TIMEOUT)
+            low, high = self._retrying(
+                f"read the offsets of {tp.topic}[{tp.partition}]",
+                lambda tp=tp: self._consumer.get_watermark_offsets(tp, timeout=_METADATA_TIMEOUT),
+            )
             self._end[key] = high
             start = (resume or {}).get(key)
             if start is None and committed.get(key, -1) >= 0:
@@ -139,9 +151,9 @@ class KafkaSource:
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         if offsets:
-            self._consumer.commit(
-                offsets=[KafkaPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()], asynchronous=False
-            )
+            partitions = [KafkaPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()]
+            # The checkpoint is already saved (and authoritative): a refused commit is retried, then reported.
+            self._retrying("commit offsets", lambda: self._consumer.commit(offsets=partitions, asynchronous=False))
 
     def close(self) -> None:
         self._consumer.close()
