@@ -89,6 +89,8 @@ def is_commit_conflict(err: BaseException) -> bool:
         return True
     # Spark Connect and older releases raise the generic class; the condition still says it.
     condition = getattr(err, "getCondition", lambda: None)() or ""
+    if isinstance(err, ConcurrentCommitError):
+        return False  # ours: the retries are already spent
     return condition.startswith("DELTA_CONCURRENT") or type(err).__name__.startswith("Concurrent")
 
 
@@ -98,15 +100,19 @@ def _isolated(spark):
     except Exception:  # noqa: BLE001 - Spark Connect and some runtimes cannot fork a session
         log.info("this Spark session cannot be forked; the job's statements share it")
         return spark, False
-    # Carry over what the user set on their session (shuffle partitions, Delta defaults, ...).
-    for row in spark.sql("SET").collect():
-        key, value = row[0], row[1]
-        if key in _TAG_KEYS or value is None:
+    # Carry over what the user set on their session (shuffle partitions, storage credentials,
+    # catalogs, Delta defaults, ...). getAll gives real values; `SET` shows secrets redacted,
+    # so its redacted values are never copied. Keys the new session refuses keep its default.
+    try:
+        settings = dict(spark.conf.getAll)
+    except Exception:  # noqa: BLE001 - older PySpark has no getAll
+        settings = {row[0]: row[1] for row in spark.sql("SET").collect()}
+    for key, value in settings.items():
+        if key in _TAG_KEYS or value is None or "(redacted)" in str(value):
             continue
         try:
-            if spark.conf.isModifiable(key):
-                session.conf.set(key, value)
-        except Exception:  # noqa: BLE001 - a setting the new session refuses stays its default
+            session.conf.set(key, value)
+        except Exception:  # noqa: BLE001 - static or unknown to the new session
             log.debug("not carried over to the job's session: %s", key)
     return session, True
 

@@ -192,10 +192,12 @@ def _section(name: str, values: Mapping[str, Any]):
 
 
 def _protocol(values: Mapping[str, Any]) -> ProtocolOptions:
-    protocol = dict(values.get("protocol") or {})
     if not isinstance(values.get("protocol", {}), Mapping):
         raise ConfigError(f"protocol: must be a table, got {type(values['protocol']).__name__}")
+    protocol = dict(values.get("protocol") or {})
     name = protocol.pop("name", SimpleOptions.name)
+    if not isinstance(name, str):
+        raise ConfigError(f"protocol.name: must be a protocol name, got {name!r}")
     registry = _section("registry", values["registry"]) if "registry" in values else None
     if name == AvroOptions.name:
         return protocol_options(name, protocol, registry=registry or RegistryOptions())

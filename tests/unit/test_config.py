@@ -99,6 +99,8 @@ def test_comma_separated_topics_from_the_command_line():
         ({**MINIMAL, "protocol": {"name": "avro", "registry": {}}, "registry": {"url": "http://r"}},
          r"protocol.registry: unknown key; allowed for avro: avro_decimal_handling_mode"),
         ({**MINIMAL, "protocol": {"enconding": "json"}}, r"protocol.enconding: unknown key; allowed for simple:"),
+        ({**MINIMAL, "protocol": "simple"}, r"protocol: must be a table, got str"),
+        ({**MINIMAL, "protocol": {"name": ["simple"]}}, r"protocol.name: must be a protocol name, got \['simple'\]"),
         ({**MINIMAL, "registry": {"url": "http://r"}}, r"registry: only protocol 'avro' reads a schema registry; protocol.name is 'simple'"),
         ({**MINIMAL, "protocol": {"name": "open-protocol", "large_message_compression": "zstd"}},
          r"protocol.large_message_compression: 'zstd' is not allowed; allowed: none, lz4, snappy"),

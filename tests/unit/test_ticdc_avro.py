@@ -1,6 +1,6 @@
 """TiCDC's avro protocol: Confluent framing, registry lookups, values, schema changes.
 
-Messages are built as TiCDC's encoder builds them (schema_cache/ticdc_avro/writer.py)
+Messages are built as TiCDC's encoder builds them (testbed/encoders/ticdc_avro.py)
 and registered through confluent-kafka's client with the registry stand-in
 (tests/registry_server.py) over real HTTP.
 """
