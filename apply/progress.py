@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException
 
+from apply.spark_errors import error_condition
 from apply.sql_session import CommitTags, SqlSession
 from schema_cache.events import TopicPartition
 
@@ -46,7 +47,7 @@ _HISTORY_DEPTH = 200
 
 
 def is_missing_table(err: AnalysisException) -> bool:
-    return err.getCondition() in _MISSING_TABLE_ERRORS
+    return error_condition(err) in _MISSING_TABLE_ERRORS
 
 
 @dataclass(frozen=True, slots=True)

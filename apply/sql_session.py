@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from apply.spark_errors import error_condition
 from schema_cache.exceptions import ConcurrentCommitError
 
 log = logging.getLogger(__name__)
@@ -87,11 +88,10 @@ def is_commit_conflict(err: BaseException) -> bool:
     """Whether `err` is Delta's "another writer committed first" (the statement did not commit)."""
     if _CONFLICTS and isinstance(err, _CONFLICTS):
         return True
-    # Spark Connect and older releases raise the generic class; the condition still says it.
-    condition = getattr(err, "getCondition", lambda: None)() or ""
     if isinstance(err, ConcurrentCommitError):
         return False  # ours: the retries are already spent
-    return condition.startswith("DELTA_CONCURRENT") or type(err).__name__.startswith("Concurrent")
+    # Spark Connect and older releases raise the generic class; the condition still says it.
+    return error_condition(err).startswith("DELTA_CONCURRENT") or type(err).__name__.startswith("Concurrent")
 
 
 def _isolated(spark):

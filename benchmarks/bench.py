@@ -424,13 +424,18 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def peak_rss_of_job(lake: Lake, topic: str, work: Path) -> tuple[float, float, float, float]:
+def peak_rss_of_job(
+    lake: Lake, topic: str, work: Path, spark_conf: dict[str, str]
+) -> tuple[float, float, float, float]:
     """(peak MiB of the job's process tree, of its Python process, of its JVM, seconds) for
-    `ticdc-delta run` on `topic` with default settings, sampled every 0.2 s from /proc."""
+    `ticdc-delta run` on `topic` with default settings (plus `spark_conf`), sampled every 0.2 s
+    from /proc."""
     config = work / f"{topic}.toml"
+    extra = "".join(f'"{k}" = "{v}"\n' for k, v in spark_conf.items())
     config.write_text(
         f'[kafka]\nbootstrap_servers = "{lake.broker.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "mem-{topic}"\n'
         f'[target]\npath = "{work / topic}"\n'
+        + (f"[spark.conf]\n{extra}" if extra else "")
     )
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -465,7 +470,7 @@ def bench_memory(args, lake: Lake) -> None:
             topic = f"mem{i}"
             lake.publish(topic, stream)
             del stream
-            peaks[label], python, jvm, seconds = peak_rss_of_job(lake, topic, Path(scratch))
+            peaks[label], python, jvm, seconds = peak_rss_of_job(lake, topic, Path(scratch), args.spark_conf)
             print(f"  {label:<58} peak {peaks[label]:7,.0f} MiB (Python {python:,.0f}, JVM {jvm:,.0f}) "
                   f"in {seconds:5.1f}s", flush=True)
     labels = list(peaks)
@@ -484,8 +489,13 @@ def main() -> int:
     parser.add_argument("--handwritten-events", type=int, default=200_000)
     parser.add_argument("--memory-events", type=int, default=1_000_000)
     parser.add_argument("--txn-merges", type=int, default=10, help="MERGEs timed for the per-transaction row")
+    parser.add_argument(
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+        help="a Spark setting for the memory section's job runs (repeatable), e.g. spark.driver.memory=1g",
+    )
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
     args = parser.parse_args()
+    args.spark_conf = dict(item.split("=", 1) for item in args.spark_conf)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = sorted(set(only) - set(SECTIONS))
     if unknown:

@@ -8,12 +8,11 @@ allowed.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
-
-import tomllib
 
 from schema_cache.exceptions import ConfigError
 from schema_cache.options import ProtocolOptions, require_choice, require_positive
@@ -21,6 +20,11 @@ from schema_cache.protocols import protocol_options
 from schema_cache.simple.options import SimpleOptions
 from schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
 from schema_cache.types import TypeOptions
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published before it joined the standard library
+    import tomli as tomllib
 
 RUN_MODES = ("until-idle", "continuous")
 BAD_MESSAGE_POLICIES = ("fail", "dead-letter")

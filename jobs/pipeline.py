@@ -156,9 +156,10 @@ class Pipeline:
         last_message_at = time.monotonic()
         while not self._stop.is_set():
             messages = self._collect(until_idle)
+            self._process(messages, result)
+            # Idle means polls that brought nothing: a batch that takes long to apply is not idleness.
             if messages:
                 last_message_at = time.monotonic()
-            self._process(messages, result)
             if until_idle and self._source.caught_up():
                 break
             if until_idle and time.monotonic() - last_message_at > self._config.run.idle_timeout_seconds:

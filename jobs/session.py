@@ -12,6 +12,7 @@ import hashlib
 import importlib.metadata
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -71,13 +72,29 @@ logger.plans.level = error
 _LOCAL_JVM_OPTIONS = "-XX:+UseG1GC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20 -XX:G1PeriodicGCInterval=5000"
 
 
-def delta_package() -> str:
-    """The Maven coordinate of the Delta jar matching the installed pyspark and delta-spark."""
+def _versions() -> tuple[str, str, str]:
+    """(Spark's major.minor, its Scala binary version, delta-spark's version) as installed."""
     import pyspark
 
     spark_minor = ".".join(pyspark.__version__.split(".")[:2])
-    delta_version = importlib.metadata.version("delta-spark")
-    return f"io.delta:delta-spark_{spark_minor}_2.13:{delta_version}"
+    jars = Path(pyspark.__file__).parent / "jars"
+    scala = next(
+        (".".join(j.name.removeprefix("scala-library-").split(".")[:2]) for j in jars.glob("scala-library-*.jar")),
+        "2.12" if spark_minor.startswith("3.") else "2.13",
+    )
+    return spark_minor, scala, importlib.metadata.version("delta-spark")
+
+
+def delta_package() -> str:
+    """The Maven coordinate of the Delta jar matching the installed pyspark and delta-spark.
+
+    Delta 3.x and 4.0 publish one artifact per Scala version; from 4.1 on, one per Spark
+    release as well (a Delta release supports several Spark releases)."""
+    spark_minor, scala, delta_version = _versions()
+    major, minor = (int(part) for part in delta_version.split(".")[:2])
+    if (major, minor) < (4, 1):
+        return f"io.delta:delta-spark_{scala}:{delta_version}"
+    return f"io.delta:delta-spark_{spark_minor}_{scala}:{delta_version}"
 
 
 def _under_existing_runtime() -> bool:
@@ -90,7 +107,7 @@ def kafka_source_package() -> str:
     """Spark's own Kafka source for the installed pyspark (the benchmark's hand-written baseline)."""
     import pyspark
 
-    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+    return f"org.apache.spark:spark-sql-kafka-0-10_{_versions()[1]}:{pyspark.__version__}"
 
 
 def _ivy_home(packages: Sequence[str]) -> Path:
@@ -147,6 +164,9 @@ def get_spark(
     if _under_existing_runtime():
         log.info("using the Spark session of the surrounding runtime")
         return SparkSession.builder.getOrCreate()
+    # Python workers run this interpreter, not whichever `python3` is first on PATH
+    # (PySpark refuses workers of another minor version); read when the context starts.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
     for key, value in local_conf(master, conf, packages).items():
         builder = builder.config(key, value)

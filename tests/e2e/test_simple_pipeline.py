@@ -167,6 +167,25 @@ def test_rows_before_their_bootstrap_wait_and_then_apply(spark, kafka, tmp_path,
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
 
 
+def test_a_batch_slower_than_the_idle_timeout_does_not_end_the_drain(spark, kafka, tmp_path, unique):
+    # Setup: 30 transactions read 20 messages per batch; every batch's Delta commits take
+    # longer than the 0.3 s idle timeout.
+    # Expect: the run drains the whole topic (idleness counts empty polls, not apply time).
+    feed = items_feed()
+    for i in range(30):
+        with feed.transaction() as txn:
+            txn.insert("shop", "items", item(i))
+    topic, target = f"slow-{unique}", str(tmp_path)
+    publish(kafka, topic, feed.messages)
+
+    result = run_job(
+        spark, kafka, topic, target, f"g-{unique}", run={"idle_timeout_seconds": 0.3, "batch_max_messages": 20}
+    )
+
+    assert result.batches > 1 and result.messages == len(feed.messages)
+    assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
+
+
 def test_restart_resumes_where_the_last_run_committed(spark, kafka, tmp_path, unique):
     # Setup: the demo stream (two tables, ALTER, key changes) split in two; a run after each half.
     # Expect: the second run reads only the second half (no replays) and the tables match.

@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import pytest
-from delta.exceptions.base import ConcurrentAppendException
+from delta.exceptions import ConcurrentAppendException
 
 from apply.sql_session import CommitTags, SqlSession, is_commit_conflict
 from schema_cache.exceptions import ConcurrentCommitError
+
+
+class _Conflict(ConcurrentAppendException):
+    # Delta's own class, built without a JVM (Spark 3.5's constructor and __str__ ask the JVM).
+    def __init__(self, message: str) -> None:
+        Exception.__init__(self, message)
+        self.desc, self.stackTrace, self.cause, self._origin = message, "", None, None
+
+    def __str__(self) -> str:
+        return self.desc
+
+
+def _conflict(message: str) -> ConcurrentAppendException:
+    return _Conflict(message)
 
 
 class _Conf:
@@ -35,7 +49,7 @@ def test_a_commit_conflict_is_retried_with_the_same_tags_and_then_succeeds():
     def merge():
         attempts.append(dict(session.conf.values))
         if len(attempts) < 3:
-            raise ConcurrentAppendException("files were added to the table by a concurrent update")
+            raise _conflict("files were added to the table by a concurrent update")
         return "done"
 
     tags = CommitTags({"ticdc_delta": {"appliedTs": 7}}, ("ticdc-delta", 7))
@@ -48,7 +62,7 @@ def test_conflicts_past_the_retries_become_a_typed_error_and_other_errors_pass_t
     sql = SqlSession(_Session(), isolate=False, sleep=lambda _: None)
 
     def always_conflicts():
-        raise ConcurrentAppendException("concurrent update")
+        raise _conflict("concurrent update")
 
     with pytest.raises(ConcurrentCommitError, match=r"merge t: another writer committed first 5 times in a row"):
         sql.run(always_conflicts, what="merge t")
@@ -58,4 +72,4 @@ def test_conflicts_past_the_retries_become_a_typed_error_and_other_errors_pass_t
 
     with pytest.raises(ValueError, match="not a conflict"):
         sql.run(broken)
-    assert is_commit_conflict(ConcurrentAppendException("x")) and not is_commit_conflict(ValueError("x"))
+    assert is_commit_conflict(_conflict("x")) and not is_commit_conflict(ValueError("x"))
