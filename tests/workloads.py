@@ -78,3 +78,10 @@ def ddl_evolution(feed: Changefeed, *, carries_defaults: bool = True) -> Changef
         txn.insert("shop", "logs", {"id": 100, "msg": "after truncate"})
         txn.insert("shop", "tmp", {"id": 1, "v": 0.5})
     return feed
+
+
+# The demo stream's tables (testbed/demo.py) as Spark types.
+DEMO_TABLE_DDLS = {
+    "customers": "id INT, name STRING, balance DECIMAL(12,2), signed_up TIMESTAMP, tier STRING",
+    "orders": "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING",
+}

@@ -11,7 +11,7 @@ from schema_cache.exceptions import DecodeError
 from testbed.demo import demo_changefeed
 from testbed.tables import column
 from tests.support import assert_table, publish, run_job, table_frame, table_version
-from tests.workloads import DDL_EVOLUTION_TABLES, ITEMS_DDL, ddl_evolution, item, items_feed
+from tests.workloads import DDL_EVOLUTION_TABLES, DEMO_TABLE_DDLS, ITEMS_DDL, ddl_evolution, item, items_feed
 
 pytestmark = pytest.mark.e2e
 
@@ -200,17 +200,8 @@ def test_restart_resumes_where_the_last_run_committed(spark, kafka, tmp_path, un
 
     assert first.messages + second.messages - first.waiting <= len(feed.messages)
     assert second.replays_skipped == 0
-    assert_table(
-        spark, target, feed, "shop", "customers", "id INT, name STRING, balance DECIMAL(12,2), signed_up TIMESTAMP, tier STRING"
-    )
-    assert_table(
-        spark,
-        target,
-        feed,
-        "shop",
-        "orders",
-        "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING",
-    )
+    for table, ddl in DEMO_TABLE_DDLS.items():
+        assert_table(spark, target, feed, "shop", table, ddl)
 
 
 def test_replaying_the_whole_topic_with_a_new_group_changes_nothing(spark, kafka, tmp_path, unique):

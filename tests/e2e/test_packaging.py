@@ -1,0 +1,118 @@
+"""The product as users install it: a wheel built from setup.cfg, holding the product only,
+installed without Spark, and run by spark-submit against the local broker and the demo stream."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from jobs.paths import cache_dir
+from jobs.session import delta_package
+from testbed.demo import demo_changefeed
+from tests.support import assert_table, publish
+from tests.workloads import DEMO_TABLE_DDLS
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT_PACKAGES = {"schema_cache", "apply", "jobs"}
+WHEEL_INPUTS = ("setup.cfg", "pyproject.toml", "README.md", *PRODUCT_PACKAGES)
+
+
+def _pip_env() -> dict[str, str]:
+    return {**os.environ, "PIP_CACHE_DIR": str(cache_dir() / "pip"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    # Built from a copy of its inputs, so runs of both supported pairs never share build/.
+    source = tmp_path_factory.mktemp("source")
+    for name in WHEEL_INPUTS:
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
+        copy(ROOT / name, source / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}))
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(source)],
+                   check=True, capture_output=True, env=_pip_env())
+    (built,) = out.glob("ticdc_delta-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def cluster_python(wheel, tmp_path_factory) -> Path:
+    """A Python like a cluster's: the wheel and its dependencies, no pyspark (Spark brings its own)."""
+    venv = tmp_path_factory.mktemp("cluster-venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    # The versions the tests run with, so the install needs nothing new.
+    pins = venv / "constraints.txt"
+    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
+                            check=True, capture_output=True, text=True).stdout
+    pins.write_text("\n".join(line for line in frozen.splitlines() if not line.startswith("-e")))
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-c", str(pins), str(wheel)],
+                   check=True, env=_pip_env())
+    return python
+
+
+def test_the_wheel_holds_the_product_and_its_entry_point_only(wheel):
+    # Expect: the three product packages (no test stand-ins, demo, benchmarks), the console
+    # script, and no pyspark/delta-spark requirement outside the `local` extra.
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        entry_points = archive.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top_level == PRODUCT_PACKAGES
+    assert not [n for n in names if "testbed" in n or "/tests/" in n or "encoders" in n]
+    assert "ticdc-delta = jobs.cli:main" in entry_points
+    requirements = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    spark_requirements = [r for r in requirements if r.startswith(("pyspark", "delta-spark"))]
+    assert spark_requirements and all('extra == "local"' in r for r in spark_requirements)
+
+
+def test_the_installed_wheel_does_not_bring_spark(cluster_python):
+    found = subprocess.run([str(cluster_python), "-c", "import pyspark"], capture_output=True)
+    assert found.returncode != 0
+    help_text = subprocess.run([str(cluster_python.parent / "ticdc-delta"), "run", "--help"],
+                               check=True, capture_output=True, text=True).stdout
+    assert "--config" in help_text
+
+
+def test_spark_submit_runs_the_job_on_the_demo_stream(cluster_python, spark, kafka, tmp_path, unique):
+    # Setup: the demo stream on the local broker; a TOML config; Spark from the test environment,
+    # the product from the cluster-like Python.
+    # Expect: spark-submit exits 0 and the Delta tables equal the upstream model.
+    feed = demo_changefeed(seed=11, changes=200)
+    topic, target = f"submit-{unique}", tmp_path / "lake"
+    publish(kafka, topic, feed.messages)
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'[kafka]\nbootstrap_servers = "{kafka.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "g-{unique}"\n'
+        f'[target]\npath = "{target}"\n'
+    )
+    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    command = [
+        str(spark_submit),
+        "--master", "local[2]",
+        "--packages", delta_package(),
+        "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
+        "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # cached across runs (the example in the README leaves Ivy at its defaults)
+        "--conf", f"spark.jars.ivy={cache_dir() / 'ivy' / 'spark-submit'}",
+        "--conf", "spark.ui.enabled=false",
+        str(ROOT / "deploy" / "spark-submit" / "main.py"),
+        "run", "--config", str(config), "--until-idle",
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
+    env.update(PYSPARK_PYTHON=str(cluster_python), PYSPARK_DRIVER_PYTHON=str(cluster_python))
+    run = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+
+    assert run.returncode == 0, run.stderr[-4000:]
+    for table, ddl in DEMO_TABLE_DDLS.items():
+        assert_table(spark, str(target), feed, "shop", table, ddl)

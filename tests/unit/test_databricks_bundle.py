@@ -1,0 +1,108 @@
+"""deploy/databricks/databricks.yml against the bundle's documented structure.
+
+Jobs are checked with Databricks' own typed bundle model (the databricks-bundles package,
+generated from the bundle schema: unknown fields and wrong types are refused); the rest of
+the file against the documented top-level keys; and the job against this project: the wheel's
+name and console script, the config file it ships, no library replacing the runtime's Spark.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from databricks.bundles.jobs import Job
+
+from jobs import config as config_module
+
+ROOT = Path(__file__).resolve().parents[2]
+BUNDLE_DIR = ROOT / "deploy" / "databricks"
+# Top-level mappings of a bundle configuration file (docs: "Databricks Asset Bundle configuration").
+TOP_LEVEL_KEYS = {
+    "bundle", "include", "variables", "workspace", "artifacts", "sync", "resources",
+    "targets", "permissions", "run_as", "presets", "experimental", "scripts", "python",
+}
+# Databricks runtimes (LTS and current) whose Spark the product supports: 3.5 and 4.x.
+SUPPORTED_RUNTIMES = re.compile(r"^(1[5-6]\.\d+|1[7-9]\.\d+)\.x-(cpu-ml-)?scala2\.1[23]$")
+
+
+@pytest.fixture(scope="module")
+def bundle() -> dict:
+    return yaml.safe_load((BUNDLE_DIR / "databricks.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def setup_cfg() -> configparser.ConfigParser:
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    return parser
+
+
+def _resolve(value: str, bundle: dict) -> str:
+    """${var.x} replaced by the variable's default (what the deployed job gets without overrides)."""
+    return re.sub(r"\$\{var\.(\w+)\}", lambda m: str(bundle["variables"][m.group(1)]["default"]), value)
+
+
+def _tasks(bundle: dict):
+    for job in bundle["resources"]["jobs"].values():
+        yield from job["tasks"]
+
+
+def test_top_level_and_targets_follow_the_documented_structure(bundle):
+    assert set(bundle) <= TOP_LEVEL_KEYS
+    assert bundle["bundle"]["name"]
+    assert [name for name, target in bundle["targets"].items() if target.get("default")] == ["dev"]
+    assert {target.get("mode") for target in bundle["targets"].values()} <= {"development", "production"}
+    for variable in bundle["variables"].values():
+        assert set(variable) <= {"description", "default", "type", "lookup"} and "default" in variable
+
+
+def test_every_job_is_valid_for_databricks_own_bundle_model(bundle):
+    for name, job in bundle["resources"]["jobs"].items():
+        parsed = Job.from_dict(job)  # raises on an unknown field or a wrong type
+        assert parsed.as_dict()["tasks"], name
+
+
+def test_the_job_runs_the_wheels_console_script_with_a_shipped_config(bundle, setup_cfg):
+    console_scripts = dict(
+        line.split("=", 1) for line in setup_cfg["options.entry_points"]["console_scripts"].strip().splitlines()
+    )
+    distribution = setup_cfg["metadata"]["name"].replace("-", "_")
+    for task in _tasks(bundle):
+        wheel_task = task["python_wheel_task"]
+        assert wheel_task["package_name"] == distribution
+        assert wheel_task["entry_point"].strip() in {name.strip() for name in console_scripts}
+        parameters = wheel_task["parameters"]
+        assert parameters[0] == "run" and "--until-idle" in parameters
+        shipped = parameters[parameters.index("--config") + 1]
+        assert shipped.startswith("${workspace.file_path}/")
+        config = config_module.load(str(BUNDLE_DIR / shipped.removeprefix("${workspace.file_path}/")))
+        assert config.target.catalog, "on Databricks the tables go to a catalog"
+
+
+def test_the_wheel_is_built_from_setup_cfg_and_is_the_only_library(bundle):
+    (artifact,) = bundle["artifacts"].values()
+    assert artifact["type"] == "whl" and "build --wheel" in artifact["build"]
+    project = (BUNDLE_DIR / artifact["path"]).resolve()
+    assert (project / "setup.cfg").is_file()
+    for task in _tasks(bundle):
+        libraries = task["libraries"]
+        assert [lib["whl"] for lib in libraries if "whl" in lib] == [str(Path(artifact["path"]) / "dist" / "*.whl")]
+        # The runtime's own Spark and Delta are used: nothing may replace them.
+        for library in libraries:
+            package = str(library.get("pypi", {}).get("package", "")) + str(library.get("maven", {}).get("coordinates", ""))
+            assert not re.search(r"pyspark|delta-spark|io\.delta", package)
+
+
+def test_the_cluster_runs_a_supported_runtime_on_one_node(bundle):
+    for job in bundle["resources"]["jobs"].values():
+        assert job["max_concurrent_runs"] == 1
+        assert len(job["schedule"]["quartz_cron_expression"].split()) >= 6 or "${var." in job["schedule"]["quartz_cron_expression"]
+        for cluster in job["job_clusters"]:
+            spec = cluster["new_cluster"]
+            assert SUPPORTED_RUNTIMES.match(_resolve(spec["spark_version"], bundle))
+            assert spec["num_workers"] == 0 and spec["spark_conf"]["spark.databricks.cluster.profile"] == "singleNode"
+    assert len(_resolve("${var.schedule}", bundle).split()) == 6
