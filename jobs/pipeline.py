@@ -29,6 +29,7 @@ from apply.sql_session import SqlSession
 from apply.tombstones import Tombstones
 from jobs.config import Config
 from jobs.kafka_source import KafkaSource
+from jobs.runtime import check_session
 from schema_cache.decoder import Decoder
 from schema_cache.events import Ordering, TableName, TopicPartition
 from schema_cache.exceptions import DecodeError
@@ -109,6 +110,7 @@ class Pipeline:
     @classmethod
     def from_config(cls, config: Config, spark, *, stop: threading.Event | None = None) -> Pipeline:
         """The production pipeline: Kafka, the protocol's decoder, Delta tables on a session of its own."""
+        check_session(config, spark)
         sql = SqlSession(spark)
         locator = locator_for(config)
         decoder = config.protocol.create_decoder(config.types)

@@ -1,0 +1,22 @@
+"""What the Spark session in use supports, checked before the job reads anything."""
+
+from __future__ import annotations
+
+from jobs.config import Config
+from schema_cache.exceptions import ConfigError
+
+
+def spark_version(spark) -> tuple[int, int]:
+    """(major, minor) of the session's Spark."""
+    major, minor = spark.version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def check_session(config: Config, spark) -> None:
+    """Refuse settings the session cannot honour, naming the key, instead of failing mid-stream."""
+    version = spark_version(spark)
+    if config.types.json == "variant" and version < (4, 0):
+        raise ConfigError(
+            f"types.json: 'variant' needs Spark 4.0 or later (VARIANT columns); this session runs Spark "
+            f"{spark.version}: use 'string'"
+        )
