@@ -6,6 +6,7 @@ values reach Spark only inside DataFrames, never as SQL text.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -17,7 +18,7 @@ from apply.identifiers import quote
 from apply.locator import TableLocator
 from apply.metrics import PhaseTimes
 from apply.progress import APP_ID, AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
-from apply.sql_session import SqlSession
+from apply.sql_session import SqlSession, spark_version
 from schema_cache.events import Column, TableName, TableSchema
 
 log = logging.getLogger(__name__)
@@ -189,6 +190,9 @@ class DeltaWriter:
         change = plan(self.columns(table), schema, statement)
         if additive_only:
             change = EvolutionPlan(adds=change.adds, widenings=change.widenings, backfill=change.backfill)
+        if change.widenings and spark_version(self._sql.spark) < (4, 0):
+            # Delta 3.x widens only among the small integer types, as a preview: rewrite instead.
+            change = dataclasses.replace(change, widenings=[], rewrite=change.rewrite + change.widenings)
         backfill = list(change.backfill)
         if pending is not None and ddl is not None and pending.ddl == ddl:
             done = {c.name.lower() for c in backfill}

@@ -94,6 +94,12 @@ def is_commit_conflict(err: BaseException) -> bool:
     return error_condition(err).startswith("DELTA_CONCURRENT") or type(err).__name__.startswith("Concurrent")
 
 
+def spark_version(spark) -> tuple[int, int]:
+    """(major, minor) of a session's Spark: what its SQL and Delta can do depends on it."""
+    major, minor = spark.version.split(".")[:2]
+    return int(major), int(minor)
+
+
 def _isolated(spark):
     try:
         session = spark.newSession()

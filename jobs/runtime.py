@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
+from apply.sql_session import spark_version
 from jobs.config import Config
 from schema_cache.exceptions import ConfigError
-
-
-def spark_version(spark) -> tuple[int, int]:
-    """(major, minor) of the session's Spark."""
-    major, minor = spark.version.split(".")[:2]
-    return int(major), int(minor)
 
 
 def check_session(config: Config, spark) -> None:
