@@ -14,12 +14,15 @@ structure are merged into the columns the table has.
 Replays are harmless: a table's applied point (commitTs or per-partition
 offsets, recorded on its own Delta commits, see `apply.progress`) is read
 once, and events it covers are skipped.
+
+With a table registry, the tables a batch may create are registered before
+anything of the batch is written (`apply.table_registry`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +30,7 @@ from apply.collapse import NetChange, collapse
 from apply.delta_writer import DeltaWriter
 from apply.metrics import PhaseTimes
 from apply.progress import AppliedPoint, PendingBackfill
+from apply.table_registry import TableRegistry
 from apply.tombstones import Tombstones
 from schema_cache.events import (
     Event,
@@ -60,6 +64,10 @@ class _TableState:
 @dataclass(slots=True)
 class ApplySummary:
     merged_rows: dict[TableName, int] = field(default_factory=lambda: defaultdict(int))
+    # Row events merged, per (table, op name), before collapsing to net changes.
+    row_events: dict[tuple[TableName, str], int] = field(default_factory=lambda: defaultdict(int))
+    # Tables a row or a DDL was applied to.
+    tables: set[TableName] = field(default_factory=set)
     skipped_replays: int = 0
     schema_changes: int = 0
     merges: int = 0
@@ -70,6 +78,9 @@ class ApplySummary:
     def add(self, other: ApplySummary) -> None:
         for table, rows in other.merged_rows.items():
             self.merged_rows[table] += rows
+        for key, count in other.row_events.items():
+            self.row_events[key] += count
+        self.tables |= other.tables
         self.skipped_replays += other.skipped_replays
         self.schema_changes += other.schema_changes
         self.merges += other.merges
@@ -82,18 +93,31 @@ class Applier:
         tombstones: Tombstones,
         ordering: Ordering = Ordering.COMMIT_TS,
         times: PhaseTimes | None = None,
+        registry: TableRegistry | None = None,
     ) -> None:
         self._ordering = ordering
         self._times = times or PhaseTimes()
         self._writer = writer
         self._tombstones = tombstones
+        self._registry = registry
+        self._registry_checked: set[TableName] = set()  # existing tables known to be registered
         self._tables: dict[TableName, _TableState] = {}
         self._pending: dict[TableName, list[RowChange]] = {}
         self._summary = ApplySummary()
 
-    def apply(self, events: Sequence[Event], watermarks: Mapping[str, int]) -> ApplySummary:
-        """Apply `events` (complete, in order); `watermarks` are per topic (commitTs ordering)."""
+    def apply(
+        self, events: Sequence[Event], watermarks: Mapping[str, int], holds: Mapping[TableName, int] | None = None
+    ) -> ApplySummary:
+        """Apply `events` (complete, in order); `watermarks` are per topic (commitTs ordering).
+
+        `holds`: per table, the commitTs of its oldest event still waiting
+        elsewhere (parked for its schema): the table is applied only up to just
+        before it, whatever the watermark, or that event would later look like
+        a replay and be skipped.
+        """
         self._summary = ApplySummary()
+        if self._registry is not None:
+            self._register_new_tables(events)
         topic_of: dict[TableName, str] = {}
         for event in events:
             if isinstance(event, RowChange):
@@ -104,8 +128,23 @@ class Applier:
             elif not isinstance(event, Watermark):
                 raise TypeError(f"unexpected event {event!r}")
         for table in list(self._pending):
-            self._flush(table, watermarks.get(topic_of[table]))
+            through = watermarks.get(topic_of[table])
+            hold = (holds or {}).get(table)
+            if through is not None and hold is not None:
+                through = min(through, hold - 1)
+            self._flush(table, through)
         return self._summary
+
+    def _register_new_tables(self, events: Sequence[Event]) -> None:
+        """Register the tables of `events` that do not exist yet (this batch may create them) before it is
+        applied; those that exist, if the registry lacks them (made by a release before it)."""
+        names = {event.table for event in events if type(event) is not Watermark}
+        unseen = names - self._registry_checked
+        if unseen:
+            new = [table for table in unseen if not self._state(table).exists]
+            with self._times.phase("registry"):
+                self._registry.register(new, existing=unseen.difference(new))
+            self._registry_checked.update(unseen.difference(new))
 
     # --- table state and applied points ----------------------------------------------
 
@@ -189,6 +228,9 @@ class Applier:
         state.point = point
         self._summary.merges += 1
         self._summary.merged_rows[table] += len(rows)
+        self._summary.tables.add(table)
+        for op, count in Counter(row.op for row in rows).items():
+            self._summary.row_events[table, op.value] += count
         log.debug("%s: merged %d changes (%d keys), applied through %s", table, len(rows), len(changes), point)
 
     def _grow_structure(self, table: TableName, state: _TableState, schema: TableSchema) -> None:
@@ -242,6 +284,7 @@ class Applier:
         state.point = point
         state.columns = None
         self._summary.schema_changes += 1
+        self._summary.tables.add(table)
 
     def _ddl_id(self, change: SchemaChange) -> str:
         if self._ordering is Ordering.OFFSET:

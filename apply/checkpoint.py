@@ -51,6 +51,7 @@ class Checkpoint:
     offsets: Mapping[TopicPartition, int]
     watermarks: Mapping[TopicPartition, int]
     decoder_state: bytes
+    saved_at: dt.datetime | None = None  # when it was saved (set on loaded checkpoints)
 
 
 class CheckpointStore:
@@ -60,12 +61,14 @@ class CheckpointStore:
         self._name = locator.internal_sql_name(_TABLE)
         self._created = False
 
-    def load(self, consumer: str) -> Checkpoint | None:
+    def load(self, consumer: str, *, saved_before: dt.datetime | None = None) -> Checkpoint | None:
+        """The consumer's newest checkpoint; with `saved_before`, its newest one saved before then."""
         try:
+            rows = self._sql.table(self._name).where(F.col("consumer") == F.lit(consumer))
+            if saved_before is not None:
+                rows = rows.where(F.col("saved_at") < F.lit(saved_before))
             rows = (
-                self._sql.table(self._name)
-                .where(F.col("consumer") == F.lit(consumer))
-                .orderBy(F.col("batch").desc())
+                rows.orderBy(F.col("batch").desc())
                 .limit(1)
                 .collect()
             )
@@ -82,6 +85,7 @@ class CheckpointStore:
             offsets=_decode_tp_map(row["offsets"]),
             watermarks=_decode_tp_map(row["watermarks"]),
             decoder_state=bytes(row["decoder_state"]),
+            saved_at=row["saved_at"],
         )
 
     def save(self, checkpoint: Checkpoint) -> None:

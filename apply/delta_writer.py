@@ -8,29 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 
 from apply.collapse import NetChange
-from apply.evolution import EvolutionPlan, plan
+from apply.evolution import EvolutionPlan, normalized_type, plan
 from apply.identifiers import quote
 from apply.locator import TableLocator
 from apply.metrics import PhaseTimes
 from apply.progress import APP_ID, AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
 from apply.sql_session import SqlSession, spark_version
+from apply.table_features import COMPATIBLE, SETTINGS, TableLayout
 from schema_cache.events import Column, TableName, TableSchema
 
 log = logging.getLogger(__name__)
-
-# Column mapping lets columns be dropped and renamed in place and allows any
-# character in names; deletion vectors keep MERGE cost tied to changed rows;
-# type widening lets integer, float and decimal columns grow in place.
-TABLE_PROPERTIES = {
-    "delta.columnMapping.mode": "name",
-    "delta.enableDeletionVectors": "true",
-    "delta.enableTypeWidening": "true",
-}
 
 # Table features a column type needs. CREATE TABLE enables them itself; a
 # later ADD COLUMN or type change must enable them first.
@@ -62,16 +54,14 @@ def _source_schema(columns: Sequence[Column], *extra: str) -> str:
     return ", ".join([f"{_source_column(i)} {_source_type(c)}" for i, c in enumerate(columns)] + list(extra))
 
 
-def _properties() -> str:
-    return ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
-
-
-def create_table_sql(name: str, schema: TableSchema, *, replace: bool) -> str:
+def create_table_sql(name: str, schema: TableSchema, *, replace: bool, properties: Mapping[str, str]) -> str:
     columns = ", ".join(f"{quote(c.name)} {c.spark_type}" for c in schema.columns)
+    # The properties are the product's own constants (apply.table_features), never upstream text.
+    settings = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
     # Not CREATE OR REPLACE: on an existing path table Delta treats that as
     # "create unless it exists" and keeps the rows.
     verb = "REPLACE TABLE" if replace else "CREATE TABLE"
-    return f"{verb} {name} ({columns}) USING DELTA TBLPROPERTIES ({_properties()})"
+    return f"{verb} {name} ({columns}) USING DELTA TBLPROPERTIES ({settings})"
 
 
 def merge_sql(name: str, schema: TableSchema, source: str) -> str:
@@ -115,12 +105,23 @@ def _cast(expression: str, new_type: str) -> str:
     return f"CAST({expression} AS {new_type})"
 
 
-def rewrite_sql(name: str, columns: Sequence[str], new_types: dict[str, str]) -> str:
-    """Replace the table by itself with some columns cast, in one atomic commit."""
-    select = ", ".join(
-        f"{_cast(quote(c), new_types[c])} AS {quote(c)}" if c in new_types else quote(c) for c in columns
-    )
-    return f"CREATE OR REPLACE TABLE {name} USING DELTA TBLPROPERTIES ({_properties()}) AS SELECT {select} FROM {name}"
+# One column of a table rewrite: the Delta column it comes from (None: a new,
+# empty column), the type to cast it to (None: as it is), its Delta name.
+RewriteColumn = tuple[str | None, str | None, str]
+
+
+def rewrite_select_sql(name: str, columns: Sequence[RewriteColumn]) -> str:
+    """The SELECT from the table itself that gives its rewrite's rows and columns."""
+    items = []
+    for source, new_type, output in columns:
+        if source is None:
+            expression = f"CAST(NULL AS {new_type})"
+        elif new_type is None:
+            expression = quote(source)
+        else:
+            expression = _cast(quote(source), new_type)
+        items.append(f"{expression} AS {quote(output)}")
+    return f"SELECT {', '.join(items)} FROM {name}"
 
 
 @dataclass(frozen=True)
@@ -133,10 +134,24 @@ class _Step:
 class DeltaWriter:
     """The statements that change upstream tables' Delta tables, on the job's SQL session."""
 
-    def __init__(self, sql: SqlSession, locator: TableLocator, times: PhaseTimes | None = None) -> None:
+    def __init__(
+        self,
+        sql: SqlSession,
+        locator: TableLocator,
+        times: PhaseTimes | None = None,
+        *,
+        table_features: str = COMPATIBLE,
+    ) -> None:
+        if table_features not in SETTINGS:
+            raise ValueError(f"table_features: {table_features!r}; allowed: {', '.join(SETTINGS)}")
         self._sql = sql
         self._locator = locator
         self._times = times or PhaseTimes()
+        self._setting = table_features
+        # What each table touched has (column mapping, ...), read once; dropped
+        # whenever the job changes a table's structure.
+        self._layouts: dict[TableName, TableLayout] = {}
+        self._warned: set[TableName] = set()
 
     def _name(self, table: TableName) -> str:
         return self._locator.sql_name(table)
@@ -147,15 +162,49 @@ class DeltaWriter:
             return read_progress(self._sql, self._name(table))
 
     def columns(self, table: TableName) -> list[tuple[str, str]]:
-        """(name, Spark type) of the table's current columns."""
+        """(upstream name, Spark type) of the table's current columns."""
+        layout = self._layout(table)
+        return [(layout.upstream_name(name), kind) for name, kind in self._delta_columns(table)]
+
+    def _delta_columns(self, table: TableName) -> list[tuple[str, str]]:
         fields = self._sql.table(self._name(table)).schema.fields
         return [(f.name, f.dataType.simpleString()) for f in fields]
 
+    def _layout(self, table: TableName) -> TableLayout:
+        layout = self._layouts.get(table)
+        return layout if layout is not None else self._read_layout(table)
+
+    def _read_layout(self, table: TableName) -> TableLayout:
+        rows = self._sql.sql(f"SHOW TBLPROPERTIES {self._name(table)}").collect()
+        layout = self._layouts[table] = TableLayout.of({r["key"]: r["value"] for r in rows})
+        unreadable = layout.unreadable_features()
+        if self._setting == COMPATIBLE and unreadable and table not in self._warned:
+            # Created under "full" or by an earlier release, or given features by session or
+            # workspace defaults (spark.databricks.delta.properties.defaults.*): Delta never removes
+            # a feature by itself. The job goes on using what the table has.
+            self._warned.add(table)
+            log.warning(
+                "%s has table features %s, which delta-rs and other non-Spark readers refuse or misread, although "
+                "target.table_features is %r; ALTER TABLE ... DROP FEATURE removes them",
+                table, ", ".join(unreadable), self._setting,
+            )
+        return layout
+
+    def _created_layout(self) -> TableLayout:
+        # Type widening is a stable feature from Delta 4.0 (Spark 4); Delta 3.x
+        # has only a preview that widens among the small integer types.
+        return TableLayout.for_setting(self._setting, stable_type_widening=spark_version(self._sql.spark) >= (4, 0))
+
     def create(self, table: TableName, schema: TableSchema, point: AppliedPoint | None, *, replace: bool) -> None:
-        statement = create_table_sql(self._name(table), schema, replace=replace)
+        layout = self._created_layout()
+        statement = create_table_sql(
+            self._name(table), layout.delta_schema(schema), replace=replace, properties=layout.create_properties()
+        )
         with self._times.phase("ddl"):
             self._locator.prepare(self._sql, table)
             self._sql.run(statement, commit_tags(point), what=f"create {table}")
+            self._layouts.pop(table, None)
+            self._read_layout(table)  # and says if the new table has features the setting does not want
         log.info("%s %s (%d columns)", "replaced" if replace else "created", table, len(schema.columns))
 
     def evolve(
@@ -173,7 +222,10 @@ class DeltaWriter:
         """Make the table's structure that of `schema`; True if anything changed.
 
         Order: renames, drops, adds, type changes, then defaults written into
-        the rows that existed before. Only the last step carries `point`, so a
+        the rows that existed before. A table without column mapping cannot
+        rename or drop a column in place: there one rewrite of the table makes
+        the renames, drops, adds and type changes together. Type changes the
+        table cannot make in place also rewrite it. Only the last step carries `point`, so a
         crash part-way leaves the table marked as before (`prior`) and the
         change is redone; since a redo finds the new columns already there,
         the add step records which defaults are still to be written for the
@@ -187,11 +239,14 @@ class DeltaWriter:
 
     def _evolve(self, table, schema, point, statement, ddl, prior, pending, additive_only) -> bool:
         name = self._name(table)
-        change = plan(self.columns(table), schema, statement)
+        layout = self._read_layout(table)
+        current = self._delta_columns(table)
+        change = plan([(layout.upstream_name(n), kind) for n, kind in current], schema, statement)
         if additive_only:
             change = EvolutionPlan(adds=change.adds, widenings=change.widenings, backfill=change.backfill)
-        if change.widenings and spark_version(self._sql.spark) < (4, 0):
-            # Delta 3.x widens only among the small integer types, as a preview: rewrite instead.
+        if change.widenings and not layout.type_widening:
+            # No stable type widening on this table ("compatible" tables, and Delta 3.x, whose
+            # preview widens only among the small integer types): rewrite instead.
             change = dataclasses.replace(change, widenings=[], rewrite=change.rewrite + change.widenings)
         backfill = list(change.backfill)
         if pending is not None and ddl is not None and pending.ddl == ddl:
@@ -200,29 +255,43 @@ class DeltaWriter:
             backfill += [c for c in schema.columns if c.name.lower() in wanted and c.default is not None]
 
         new_types = [c.spark_type for c, _ in change.adds] + [t for _, t in change.widenings + change.rewrite]
-        features = sorted({_TYPE_FEATURES[t] for t in new_types if t in _TYPE_FEATURES} - self._features(table))
+        features = sorted({_TYPE_FEATURES[t] for t in new_types if t in _TYPE_FEATURES} - layout.features)
         steps = [_Step(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.feature.{f}' = 'supported')") for f in features]
-        steps += [_Step(f"ALTER TABLE {name} RENAME COLUMN {quote(a)} TO {quote(b)}") for a, b in change.renames]
-        if change.drops:
-            dropped = ", ".join(quote(n) for n in change.drops)
-            steps.append(_Step(f"ALTER TABLE {name} DROP COLUMNS ({dropped})"))
-        if change.adds:
-            defaults = tuple(c.name for c in change.backfill)
-            marker = PendingBackfill(ddl, defaults) if defaults and ddl is not None else None
-            steps.append(_Step(add_columns_sql(name, change.adds), marker))
-        steps += [_Step(f"ALTER TABLE {name} ALTER COLUMN {quote(c)} TYPE {new}") for c, new in change.widenings]
-        if change.rewrite:
-            # Its SELECT names the columns as the earlier steps left them.
-            steps.append(_Step(lambda: self._sql.spark.sql(self._rewrite_sql(table, dict(change.rewrite)))))
+        defaults = tuple(c.name for c in change.backfill)
+        marker = PendingBackfill(ddl, defaults) if defaults and ddl is not None else None
+        if not layout.column_mapping and (change.renames or change.drops):
+            restructured = _restructured(layout, current, schema, change.renames)
+            why = f"no column mapping; renames {change.renames or '-'}, drops {change.drops or '-'}"
+            steps.append(_Step(lambda: self._rewrite(table, restructured, why), marker))
+        else:
+            column = layout.delta_name
+            steps += [_Step(f"ALTER TABLE {name} RENAME COLUMN {quote(a)} TO {quote(b)}") for a, b in change.renames]
+            if change.drops:
+                dropped = ", ".join(quote(n) for n in change.drops)
+                steps.append(_Step(f"ALTER TABLE {name} DROP COLUMNS ({dropped})"))
+            if change.adds:
+                adds = [(dataclasses.replace(c, name=column(c.name)), after and column(after)) for c, after in change.adds]
+                steps.append(_Step(add_columns_sql(name, adds), marker))
+            steps += [
+                _Step(f"ALTER TABLE {name} ALTER COLUMN {quote(column(c))} TYPE {new}") for c, new in change.widenings
+            ]
+            if change.rewrite:
+                # Its columns are read when it runs: as the earlier steps left them.
+                new_types_of = dict(change.rewrite)
+                why = f"type changes {change.rewrite}"
+                steps.append(_Step(lambda: self._rewrite(table, self._retyped(table, layout, new_types_of), why)))
         if backfill:
-            steps.append(_Step(lambda: self._write_defaults(table, backfill)))
+            steps.append(_Step(lambda: self._write_defaults(table, layout, backfill)))
 
         for i, step in enumerate(steps):
             if i == len(steps) - 1:
                 tags = commit_tags(point)
             else:
                 tags = commit_tags(prior if step.pending else None, pending=step.pending)
-            self._sql.run(step.statement, tags, what=f"evolve {table}")
+            try:
+                self._sql.run(step.statement, tags, what=f"evolve {table}")
+            finally:
+                self._layouts.pop(table, None)
         if steps:
             log.info(
                 "%s: renamed %s, dropped %s, added %s, widened %s, rewrote %s, defaults written for %s",
@@ -236,28 +305,34 @@ class DeltaWriter:
             )
         return bool(steps)
 
-    def _features(self, table: TableName) -> set[str]:
-        properties = self._sql.sql(f"SHOW TBLPROPERTIES {self._name(table)}").collect()
-        prefix = "delta.feature."
-        return {r["key"][len(prefix):] for r in properties if r["key"].startswith(prefix) and r["value"] == "supported"}
-
-    def _rewrite_sql(self, table: TableName, new_types: dict[str, str]) -> str:
-        # Changes Delta cannot make in place (narrowing, to or from text, DATE
-        # to TIMESTAMP_NTZ, ...): the table is replaced by itself, cast, in one
-        # commit; its history stays.
-        columns = [n for n, _ in self.columns(table)]
+    def _retyped(self, table: TableName, layout: TableLayout, new_types: Mapping[str, str]) -> list[RewriteColumn]:
+        """Every current column, those named in `new_types` (upstream names) cast to their new type."""
         by_lower = {k.lower(): v for k, v in new_types.items()}
-        cast = {c: by_lower[c.lower()] for c in columns if c.lower() in by_lower}
-        log.warning("%s: rewriting the table to change column types %s", table, cast)
-        return rewrite_sql(self._name(table), columns, cast)
+        return [(n, by_lower.get(layout.upstream_name(n).lower()), n) for n, _ in self._delta_columns(table)]
 
-    def _write_defaults(self, table: TableName, columns: Sequence[Column]) -> None:
+    def _rewrite(self, table: TableName, columns: Sequence[RewriteColumn], why: str) -> None:
+        """Replace the table's rows and columns by a SELECT from itself, in one commit.
+
+        For changes Delta cannot make in place (narrowing, to or from text, DATE
+        to TIMESTAMP_NTZ; renames and drops without column mapping). An
+        overwrite with a new schema keeps the table's properties, features and
+        history (CREATE OR REPLACE would reset its properties), and the
+        commit is tagged like any other. Runs inside the tagged step.
+        """
+        log.warning("%s: rewriting the table (%s)", table, why)
+        name = self._name(table)
+        rows = self._sql.spark.sql(rewrite_select_sql(name, columns))
+        rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").saveAsTable(name)
+
+    def _write_defaults(self, table: TableName, layout: TableLayout, columns: Sequence[Column]) -> None:
         # Rows that existed before ADD COLUMN read its default in TiDB; one
         # MERGE against a single-row source writes it into all of them. Runs
         # inside the tagged step (the caller holds the session).
         row = [tuple(c.default for c in columns)]
         with self._sql.view(row, _source_schema(columns)) as source:
-            assignments = ", ".join(f"t.{quote(c.name)} = {_source_value(i, c)}" for i, c in enumerate(columns))
+            assignments = ", ".join(
+                f"t.{quote(layout.delta_name(c.name))} = {_source_value(i, c)}" for i, c in enumerate(columns)
+            )
             self._sql.spark.sql(
                 f"MERGE INTO {self._name(table)} AS t USING {source} AS s ON TRUE "
                 f"WHEN MATCHED THEN UPDATE SET {assignments}"
@@ -271,38 +346,68 @@ class DeltaWriter:
         point: AppliedPoint,
         *,
         into_empty: bool = False,
+        idempotent: bool = True,
+        note: Mapping[str, object] | None = None,
     ) -> None:
         """Apply net changes through `point`; `into_empty`: the table is known to hold no rows.
 
         Into an empty table the changes are appended (the upserts; deletes have
         nothing to delete): the same result as a MERGE, without its join.
+        `idempotent` False: no idempotent-write pair (a dead-letter replay, which
+        does not move the table past the commitTs it already records); `note`
+        says on the commit what it was.
         """
         if into_empty:
             changes = [c for c in changes if not c.deleted]
             if not changes:
                 return
+        schema = self._layout(table).delta_schema(schema)
         rows = [(*change.values, change.deleted) for change in changes]
         source_schema = _source_schema(schema.columns, f"{_DELETED} BOOLEAN")
         # Delta's idempotent writes need one number that grows with every MERGE:
         # the commitTs. Offset points (several partitions; their `ts` is only the
         # newest DDL) rely on the applier's replay check alone.
-        txn = (APP_ID, point.ts) if point.ts is not None and not point.offsets else None
+        txn = (APP_ID, point.ts) if idempotent and point.ts is not None and not point.offsets else None
         with ExitStack() as scope:
             with self._times.phase("source_build"):
                 source = scope.enter_context(self._sql.view(rows, source_schema))
             with self._times.phase("merge"):
                 build = insert_sql if into_empty else merge_sql
                 statement = build(self._name(table), schema, source)
-                self._sql.run(statement, commit_tags(point, txn=txn), what=f"merge {table}")
+                self._sql.run(statement, commit_tags(point, txn=txn, note=note), what=f"merge {table}")
 
     def truncate(self, table: TableName, point: AppliedPoint) -> None:
         with self._times.phase("ddl"):
             self._sql.run(f"DELETE FROM {self._name(table)}", commit_tags(point), what=f"truncate {table}")
 
     def drop(self, table: TableName) -> None:
+        self._layouts.pop(table, None)
         with self._times.phase("ddl"):
             self._locator.drop(self._sql, table)
 
     def rename(self, old: TableName, new: TableName) -> None:
+        self._layouts.pop(old, None)
+        self._layouts.pop(new, None)
         with self._times.phase("ddl"):
             self._locator.rename(self._sql, old, new)
+
+
+def _restructured(
+    layout: TableLayout, current: Sequence[tuple[str, str]], schema: TableSchema, renames: Sequence[tuple[str, str]]
+) -> list[RewriteColumn]:
+    """The columns of `schema`, each from its current column (renamed: the old one) or new and empty.
+
+    `current`: the table's (Delta name, type); `renames`: (old, new) upstream names.
+    """
+    present = {layout.upstream_name(n).lower(): (n, kind) for n, kind in current}
+    renamed_from = {new.lower(): old.lower() for old, new in renames}
+    columns: list[RewriteColumn] = []
+    for column in schema.columns:
+        found = present.get(column.name.lower()) or present.get(renamed_from.get(column.name.lower(), ""))
+        if found is None:
+            columns.append((None, column.spark_type, layout.delta_name(column.name)))
+        else:
+            source, kind = found
+            new_type = None if normalized_type(kind) == normalized_type(column.spark_type) else column.spark_type
+            columns.append((source, new_type, layout.delta_name(column.name)))
+    return columns

@@ -52,3 +52,28 @@ def catalog_name(name: str) -> str:
     readable = re.sub(r"[^A-Za-z0-9_]", "_", name)
     digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
     return f"{readable}_{digest}"
+
+
+# Characters Delta refuses in the column names of a table without column
+# mapping, and '%', the escape itself (so the mapping can be undone).
+_DELTA_NAME_ESCAPED = frozenset(" ,;{}()\n\t=%")
+_DELTA_NAME_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def delta_column_name(name: str) -> str:
+    """The column name for an upstream column in a Delta table without column mapping.
+
+    Delta refuses ' ,;{}()\\n\\t=' there (MySQL allows them in quoted names);
+    each of them, and '%', becomes '%XX' (its hex code). Any other name is
+    kept as it is, so a name changes only if Delta would refuse it.
+    """
+    if not _DELTA_NAME_ESCAPED.intersection(name):
+        return name
+    return "".join(f"%{ord(ch):02X}" if ch in _DELTA_NAME_ESCAPED else ch for ch in name)
+
+
+def upstream_column_name(name: str) -> str:
+    """The upstream name of a column `delta_column_name` named."""
+    if "%" not in name:
+        return name
+    return _DELTA_NAME_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), name)

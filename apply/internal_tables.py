@@ -1,14 +1,62 @@
-"""The product's own Delta tables (checkpoints, dead letters, tombstones): created on first use."""
+"""The product's own Delta tables (checkpoints, dead letters, tombstones, metrics, ...): created on first use."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from pyspark.errors import AnalysisException
+
+from apply.identifiers import quote
 from apply.locator import TableLocator
+from apply.spark_errors import error_condition
 from apply.sql_session import SqlSession
+from apply.table_features import TableLayout
+
+_ALREADY_THERE = {"TABLE_OR_VIEW_ALREADY_EXISTS", "TABLE_ALREADY_EXISTS", "DELTA_PATH_EXISTS"}
+# Whatever target.table_features says, the product's own tables need no table feature (never renamed,
+# small): every reader opens them, whatever defaults the session or workspace sets.
+_PROPERTIES = ", ".join(f"'{k}' = '{v}'" for k, v in TableLayout().create_properties().items())
 
 
 def ensure_internal_table(sql: SqlSession, locator: TableLocator, table: str, columns: str) -> str:
     """Create one of the product's own Delta tables if missing; return its SQL name."""
     name = locator.internal_sql_name(table)
     locator.prepare_internal(sql)
-    sql.run(f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING DELTA", what=f"create {name}")
+    sql.run(
+        f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING DELTA TBLPROPERTIES ({_PROPERTIES})", what=f"create {name}"
+    )
     return name
+
+
+def append_internal_rows(
+    sql: SqlSession,
+    locator: TableLocator,
+    table: str,
+    columns: Sequence[tuple[str, str]],
+    rows: Sequence[tuple],
+    *,
+    exists: bool,
+) -> None:
+    """Append `rows` to one of the product's own tables in one commit, creating the table with them if missing.
+
+    For tables written besides the data (metrics, the table registry): the
+    first append of a process (`exists` False) tries CREATE TABLE AS SELECT,
+    which also covers a missing table without a commit of its own, and falls
+    back to an INSERT when the table is there; later appends INSERT. Columns
+    are matched by name, so a table with more columns (a later release's)
+    takes the rows.
+    """
+    name = locator.internal_sql_name(table)
+    schema = ", ".join(f"{quote(column)} {kind}" for column, kind in columns)
+    names = ", ".join(quote(column) for column, _ in columns)
+    what = f"append to {name}"
+    with sql.view(rows, schema) as source:
+        if not exists:
+            locator.prepare_internal(sql)
+            try:
+                sql.run(f"CREATE TABLE {name} USING DELTA TBLPROPERTIES ({_PROPERTIES}) AS SELECT * FROM {source}", what=what)
+                return
+            except AnalysisException as err:
+                if error_condition(err) not in _ALREADY_THERE:
+                    raise
+        sql.run(f"INSERT INTO {name} ({names}) SELECT * FROM {source}", what=what)

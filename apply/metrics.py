@@ -2,14 +2,15 @@
 
 The pipeline and the Delta writer time their phases here; the totals are
 logged at the end of a run, returned in its result, and printed by the
-benchmark as the time split.
+benchmark as the time split; each batch's share goes into its metrics record
+(`jobs.batch_metrics`).
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 # The phases, in the order a batch goes through them.
@@ -18,6 +19,7 @@ PHASES = (
     "decode",  # bytes -> typed events
     "gate",  # ordering by watermarks, releasing complete events
     "table_state",  # a table's applied point read back from its history (once per table per run)
+    "registry",  # recording tables a batch may create (apply.table_registry), before it writes them
     "collapse",  # net change per key
     "source_build",  # the MERGE source handed to Spark
     "merge",  # MERGE statements
@@ -25,6 +27,7 @@ PHASES = (
     "dead_letters",
     "checkpoint",
     "kafka_commit",
+    "metrics",  # appending batch records to the metrics table (every metrics.flush_seconds, and at the end)
 )
 
 
@@ -44,8 +47,17 @@ class PhaseTimes:
 
     def snapshot(self) -> dict[str, float]:
         """Seconds per phase, in batch order, only phases that ran."""
-        ordered = [p for p in PHASES if p in self.seconds] + sorted(set(self.seconds) - set(PHASES))
-        return {p: round(self.seconds[p], 3) for p in ordered}
+        return self.since({})
+
+    def totals(self) -> dict[str, float]:
+        """Seconds per phase so far, unrounded: what `since` takes to tell one batch's share."""
+        return dict(self.seconds)
+
+    def since(self, earlier: Mapping[str, float]) -> dict[str, float]:
+        """Seconds per phase spent after `earlier` (a `totals()`), in batch order, only phases that ran."""
+        spent = {p: s - earlier.get(p, 0.0) for p, s in self.seconds.items() if s > earlier.get(p, 0.0)}
+        ordered = [p for p in PHASES if p in spent] + sorted(set(spent) - set(PHASES))
+        return {p: round(spent[p], 3) for p in ordered}
 
     def describe(self) -> str:
         return ", ".join(f"{p} {s:.2f}s" for p, s in self.snapshot().items())

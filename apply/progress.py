@@ -18,6 +18,7 @@ crash between them is finished when the DDL is redone.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 from collections.abc import Mapping
@@ -28,6 +29,7 @@ from pyspark.errors import AnalysisException
 from apply.spark_errors import error_condition
 from apply.sql_session import CommitTags, SqlSession
 from schema_cache.events import TopicPartition
+from schema_cache.exceptions import ApplyError
 
 log = logging.getLogger(__name__)
 
@@ -99,19 +101,22 @@ def commit_tags(
     *,
     txn: tuple[str, int] | None = None,
     pending: PendingBackfill | None = None,
+    note: Mapping[str, object] | None = None,
 ) -> CommitTags:
     """The tags of a commit that applies through `point`.
 
     `point` None (and no `pending`) leaves the commit unmarked: schema
     alignment that does not itself apply anything. `txn` (application id,
     version) makes the write idempotent: Delta skips it if that application
-    already committed this or a higher version to the table.
+    already committed this or a higher version to the table. `note` adds
+    keys to the marker that say what the commit was (readers ignore them).
     """
     metadata = None
     if point is not None or pending is not None:
         marker: dict = point.to_json() if point is not None else {"appliedTs": None}
         if pending is not None:
             marker["pendingBackfill"] = {"ddl": pending.ddl, "columns": list(pending.columns)}
+        marker.update(note or {})
         metadata = {_MARKER: marker}
     return CommitTags(metadata, txn)
 
@@ -158,3 +163,87 @@ def read_progress(sql: SqlSession, sql_name: str) -> TableProgress:
     if len(rows) == _HISTORY_DEPTH:
         log.warning("%s: no applied marker in its last %d commits; replaying from scratch", sql_name, _HISTORY_DEPTH)
     return TableProgress(exists=True)
+
+
+# --- a table's history, and the table as of an upstream commitTs -------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedVersion:
+    """One Delta version of a table, and the upstream progress its commit records.
+
+    `point` is None for commits that apply nothing by themselves (a structure
+    aligned to rows, the first steps of a DDL); `pending` is set on the step
+    of a DDL that added columns whose defaults are not yet written.
+    """
+
+    version: int
+    timestamp: dt.datetime
+    operation: str
+    point: AppliedPoint | None
+    pending: PendingBackfill | None = None
+    note: Mapping[str, object] | None = None
+
+    @property
+    def applied_ts(self) -> int | None:
+        """The upstream commitTs through which this version holds everything (commitTs ordering)."""
+        return None if self.point is None or self.point.offsets else self.point.ts
+
+    @property
+    def complete(self) -> bool:
+        """Whether this version is a state upstream had: marked, and not half-way through a DDL."""
+        return self.point is not None and self.pending is None
+
+
+def upstream_time(commit_ts: int) -> dt.datetime:
+    """The wall-clock time (UTC) of a TiDB commitTs: a TSO's upper bits are milliseconds since the epoch."""
+    return dt.datetime.fromtimestamp((commit_ts >> 18) / 1000, tz=dt.timezone.utc)
+
+
+def applied_history(sql, sql_name: str, limit: int | None = None) -> list[AppliedVersion]:
+    """The table's Delta versions, newest first, each with the applied point its commit records.
+
+    `sql` is a SparkSession or the job's SqlSession. Only versions Delta still
+    keeps in its log are listed (`delta.logRetentionDuration`, 30 days by default).
+    """
+    statement = f"DESCRIBE HISTORY {sql_name}" + (f" LIMIT {int(limit)}" if limit is not None else "")
+    rows = sql.sql(statement).select("version", "timestamp", "operation", "userMetadata").collect()
+    history = []
+    for row in rows:
+        marker = _marker_of(row["userMetadata"])
+        progress = _progress_of(marker) if marker is not None else TableProgress(exists=True)
+        known = {"appliedTs", "appliedOffsets", "ddlTs", "pendingBackfill"}
+        note = {k: v for k, v in (marker or {}).items() if k not in known} or None
+        history.append(
+            AppliedVersion(row["version"], row["timestamp"], row["operation"], progress.point, progress.pending, note)
+        )
+    return history
+
+
+def version_as_of(sql, sql_name: str, commit_ts: int) -> AppliedVersion | None:
+    """The newest complete version that applied nothing after upstream commitTs `commit_ts`.
+
+    It holds the table exactly as upstream had it at its `applied_ts` (<=
+    `commit_ts`): a later version applies a later batch, which may hold changes
+    from before `commit_ts` together with newer ones. None when every version
+    Delta keeps is newer. Tables of offset-ordered protocols (TiCDC avro)
+    record Kafka offsets, not commitTs, and are refused.
+    """
+    for entry in applied_history(sql, sql_name):
+        if entry.point is not None and entry.point.offsets:
+            raise ApplyError(
+                f"{sql_name} is applied in Kafka offset order (avro protocol): its versions record offsets, not commitTs"
+            )
+        if entry.complete and entry.applied_ts is not None and entry.applied_ts <= commit_ts:
+            return entry
+    return None
+
+
+def read_as_of(spark, sql_name: str, commit_ts: int):
+    """The table as upstream had it at commitTs `commit_ts` (see `version_as_of`), as a DataFrame."""
+    entry = version_as_of(spark, sql_name, commit_ts)
+    if entry is None:
+        raise ApplyError(
+            f"{sql_name}: no version Delta still keeps was applied only through commitTs {commit_ts} or earlier"
+        )
+    return spark.sql(f"SELECT * FROM {sql_name} VERSION AS OF {int(entry.version)}")

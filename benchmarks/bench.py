@@ -14,6 +14,10 @@ of medians in brackets). The load average is printed with each section. Sections
   vs one MERGE per 10-row upstream transaction (extrapolated); the job's time split per phase.
 - handwritten: the job vs Spark's Kafka source + from_json + last change per key + one MERGE.
 - table-size: one batch of 10,000 changed keys into a 1M-row table vs a 100k-row table.
+- features: the job's MERGE into tables made under `target.table_features` "compatible" (no deletion
+  vectors) and "full" (deletion vectors, column mapping), and with deletion vectors alone; a batch of
+  10,000 and one of 100 changed keys spread over a 1M-row table, the 10,000 also into 100k rows; a
+  full scan of each table; a RENAME COLUMN (a rewrite of the table under "compatible").
 - memory: peak RSS of the job (Python + JVM) for 1M vs 100k events, and with one partition's
   watermark lagging the whole stream, each run as `ticdc-delta run` in its own process.
 """
@@ -21,6 +25,7 @@ of medians in brackets). The load average is printed with each section. Sections
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import logging
@@ -43,7 +48,7 @@ import orjson  # noqa: E402
 from benchmarks import streams  # noqa: E402
 from schema_cache.events import RawMessage  # noqa: E402
 
-SECTIONS = ("decode", "e2e", "handwritten", "table-size", "memory")
+SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory")
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -396,6 +401,113 @@ def bench_table_size(args, lake: Lake) -> None:
     row("1M-row table vs 100k-row table", times["1M"], times["100k"], "<= 1.5x")
 
 
+# --- table features --------------------------------------------------------------------------
+
+
+def bench_features(args, lake: Lake) -> None:
+    from apply.collapse import NetChange
+    from apply.delta_writer import DeltaWriter
+    from apply.locator import PathLocator
+    from apply.progress import AppliedPoint
+    from apply.sql_session import SqlSession
+    from apply.table_features import COMPATIBLE, FULL
+    from schema_cache.events import TableName
+    from schema_cache.simple.table_schema import parse_table_schema
+
+    spark = lake.spark
+    files = args.features_files
+    section(f"MERGE into tables by target.table_features ({files} data files per table, keys spread over all)")
+    codec = parse_table_schema(streams.SCHEMA)
+    table = TableName(*streams.TABLE)
+    sql = SqlSession(spark)
+    # contender -> (the job's setting, deletion vectors added by hand or not)
+    kinds = {"compatible": (COMPATIBLE, False), "full": (FULL, False), "compatible + deletion vectors": (COMPATIBLE, True)}
+    sizes = {"1M": 1_000_000, "100k": 100_000}
+    writers: dict[tuple[str, str], tuple[DeltaWriter, str]] = {}
+    for kind, (setting, dv) in kinds.items():
+        for label, size in sizes.items():
+            root = lake.path("features")
+            writer = DeltaWriter(sql, PathLocator(root), table_features=setting)
+            writer.create(table, codec.schema, None, replace=False)
+            path = f"{root}/bench/events"
+            if dv:
+                spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+            spark.range(size).selectExpr(
+                "id", "concat('name-', id) AS name", "CAST(id % 1000 AS DECIMAL(12,2)) AS amount",
+                "CAST(id % 1000 AS INT) AS qty", "TIMESTAMP_NTZ'2026-01-01 00:00:00' AS at",
+                "TIMESTAMP'2026-01-01 00:00:00' AS ts", "'' AS note",
+            ).repartition(files).write.format("delta").mode("append").save(path)
+            writers[kind, label] = writer, path
+    batch_ts = [1 << 50]
+
+    def merge(kind: str, label: str, keys: int) -> Callable[[], None]:
+        writer, _ = writers[kind, label]
+        size = sizes[label]
+
+        def run() -> None:
+            batch_ts[0] += 1
+            changes = []
+            for i in range(keys):
+                values = codec.row({"id": str((i * 7919) % size), "name": f"changed-{batch_ts[0]}-{i}", "amount": "1.00",
+                                    "qty": "1", "at": "2026-02-01 00:00:00",
+                                    "ts": {"location": "UTC", "value": "2026-02-01 00:00:00"}, "note": "n"})
+                changes.append(NetChange(False, values))
+            writer.merge(table, codec.schema, changes, AppliedPoint(ts=batch_ts[0]))
+
+        return run
+
+    def copied(kind: str, label: str) -> str:
+        metrics = spark.sql(f"DESCRIBE HISTORY delta.`{writers[kind, label][1]}` LIMIT 1").collect()[0]["operationMetrics"]
+        return f"{int(metrics.get('numTargetRowsCopied', 0)):,} rows copied, {metrics.get('numTargetFilesAdded')} files written"
+
+    results = {}
+    for keys, label in ((10_000, "1M"), (100, "1M"), (10_000, "100k")):
+        print(f"  ({load()})")
+        times = interleaved({kind: merge(kind, label, keys) for kind in kinds}, args.repeats)
+        for kind in kinds:
+            print(f"  {keys:>6,} keys into {label:>4} rows, {kind:<30} {fmt(times[kind])}   last: {copied(kind, label)}")
+        row(f"{keys:,} keys into {label} rows: compatible vs full", times["compatible"], times["full"], "-")
+        row(f"{keys:,} keys into {label} rows: compatible vs deletion vectors alone", times["compatible"],
+            times["compatible + deletion vectors"], "-")
+        results[keys, label] = times
+    for kind in kinds:
+        row(f"{kind}: 10,000 keys into 1M vs 100k rows", results[10_000, "1M"][kind], results[10_000, "100k"][kind], "-")
+
+    def scan(kind: str) -> Callable[[], None]:
+        return lambda: spark.read.format("delta").load(writers[kind, "1M"][1]).selectExpr("count(*)", "sum(qty)").collect()
+
+    times = interleaved({kind: scan(kind) for kind in kinds}, args.repeats)
+    for kind in kinds:
+        print(f"  full scan of the 1M-row table after the MERGEs, {kind:<30} {fmt(times[kind])}")
+    row("full scan: compatible vs full", times["compatible"], times["full"], "-")
+
+    # RENAME COLUMN note <-> remark, back and forth: in place with column mapping, a rewrite without.
+    columns = codec.schema.column_names()
+    names = ["note", "remark"]
+
+    def rename(kind: str) -> Callable[[], None]:
+        writer, _ = writers[kind, "1M"]
+
+        def run() -> None:
+            old = writer.columns(table)[-1][0]
+            new = names[1 - names.index(old)]
+            target = dataclasses.replace(
+                codec.schema,
+                columns=tuple(dataclasses.replace(c, name=new) if c.name == "note" else c for c in codec.schema.columns),
+            )
+            assert target.column_names()[:-1] == columns[:-1]
+            batch_ts[0] += 1
+            writer.evolve(table, target, AppliedPoint(ts=batch_ts[0]), statement=f"ALTER TABLE t RENAME COLUMN {old} TO {new}")
+
+        return run
+
+    print(f"  ({load()})")
+    times = interleaved({kind: rename(kind) for kind in ("compatible", "full")}, args.repeats)
+    for kind in ("compatible", "full"):
+        print(f"  RENAME COLUMN on the 1M-row table, {kind:<30} {fmt(times[kind])}")
+    row("RENAME COLUMN: compatible (rewrite) vs full (in place)", times["compatible"], times["full"], "-")
+
+
 # --- memory ----------------------------------------------------------------------------------
 
 
@@ -497,6 +609,7 @@ def main() -> int:
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE",
         help="a Spark setting for the memory section's job runs (repeatable), e.g. spark.driver.memory=1g",
     )
+    parser.add_argument("--features-files", type=int, default=8, help="data files per table in the features section")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
     args = parser.parse_args()
     args.spark_conf = dict(item.split("=", 1) for item in args.spark_conf)
@@ -518,7 +631,8 @@ def main() -> int:
         lake = Lake(Path(work), packages=(kafka_source_package(),) if "handwritten" in only else ())
         try:
             for name in spark_sections:
-                {"e2e": bench_e2e, "handwritten": bench_handwritten, "table-size": bench_table_size, "memory": bench_memory}[name](args, lake)
+                {"e2e": bench_e2e, "handwritten": bench_handwritten, "table-size": bench_table_size, "features": bench_features,
+                 "memory": bench_memory}[name](args, lake)
         finally:
             lake.close()
     return 0

@@ -1,7 +1,10 @@
-"""Command line: `ticdc-delta run` (the job), and `ticdc-delta demo` from a repository checkout.
+"""Command line: `ticdc-delta run` (the job), `ticdc-delta status` (where a consumer
+stands), `ticdc-delta replay-dead-letters` (after fixing their cause), and
+`ticdc-delta demo` from a repository checkout.
 
 Exit status: 0 done, 2 bad configuration, 3 bad input under the `fail`
-policy (the message is named), 1 anything else.
+policy (the message is named), 4 some dead letters were refused by
+`replay-dead-letters` (each is printed with its reason), 1 anything else.
 """
 
 from __future__ import annotations
@@ -18,34 +21,59 @@ from schema_cache.exceptions import ConfigError, DecodeError, MaterializerError
 log = logging.getLogger("ticdc_delta")
 
 
+def _job_flags(parser) -> None:
+    """The flags that say which consumer and tables: shared by `run` and `status`."""
+    parser.add_argument("--config", help="TOML configuration file (flags override it)")
+    parser.add_argument("--bootstrap-servers", help="kafka.bootstrap_servers")
+    parser.add_argument("--topics", help="kafka.topics, comma-separated")
+    parser.add_argument("--group-id", help="kafka.group_id (also names the checkpoint)")
+    parser.add_argument("--target-path", help="target.path: root directory of path tables")
+    parser.add_argument("--target-catalog", help="target.catalog: catalog for catalog tables")
+
+
 def _run_parser(sub) -> None:
     run = sub.add_parser("run", help="consume TiCDC topics and apply them to Delta tables")
-    run.add_argument("--config", help="TOML configuration file (flags override it)")
-    run.add_argument("--bootstrap-servers", help="kafka.bootstrap_servers")
-    run.add_argument("--topics", help="kafka.topics, comma-separated")
-    run.add_argument("--group-id", help="kafka.group_id (also names the checkpoint)")
+    _job_flags(run)
     run.add_argument("--start-from", choices=config_module.START_POSITIONS, help="kafka.start_from")
     run.add_argument("--protocol", help="protocol.name")
-    run.add_argument("--target-path", help="target.path: root directory of path tables")
-    run.add_argument("--target-catalog", help="target.catalog: catalog for catalog tables")
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--until-idle", action="store_const", const="until-idle", dest="mode", help="drain and exit")
     mode.add_argument("--continuous", action="store_const", const="continuous", dest="mode", help="run until stopped")
     run.add_argument("--on-bad-message", choices=config_module.BAD_MESSAGE_POLICIES, help="policy.on_bad_message")
 
 
+def _status_parser(sub) -> None:
+    status = sub.add_parser(
+        "status", help="committed offsets and lag per partition; applied commitTs and Delta version per table"
+    )
+    _job_flags(status)
+    status.add_argument("--json", action="store_true", help="print JSON instead of text tables")
+
+
+def _replay_parser(sub) -> None:
+    replay = sub.add_parser(
+        "replay-dead-letters",
+        help="after fixing their cause, apply dead letters where that is safe (stop the job first)",
+    )
+    _job_flags(replay)
+    replay.add_argument("--dry-run", action="store_true", help="only say what would be done")
+
+
 def _overrides(args: argparse.Namespace) -> dict:
+    def flag(name: str):
+        return getattr(args, name, None)  # flags a command does not have count as not given
+
     return {
         "kafka": {
-            "bootstrap_servers": args.bootstrap_servers,
-            "topics": args.topics,
-            "group_id": args.group_id,
-            "start_from": args.start_from,
+            "bootstrap_servers": flag("bootstrap_servers"),
+            "topics": flag("topics"),
+            "group_id": flag("group_id"),
+            "start_from": flag("start_from"),
         },
-        "protocol": {"name": args.protocol},
-        "target": {"path": args.target_path, "catalog": args.target_catalog},
-        "run": {"mode": args.mode},
-        "policy": {"on_bad_message": args.on_bad_message},
+        "protocol": {"name": flag("protocol")},
+        "target": {"path": flag("target_path"), "catalog": flag("target_catalog")},
+        "run": {"mode": flag("mode")},
+        "policy": {"on_bad_message": flag("on_bad_message")},
     }
 
 
@@ -79,6 +107,18 @@ def _command_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command_status(args: argparse.Namespace) -> int:
+    from jobs.status import print_status
+
+    return print_status(config_module.load(args.config, _overrides(args)), as_json=args.json)
+
+
+def _command_replay(args: argparse.Namespace) -> int:
+    from jobs.replay import print_replay
+
+    return print_replay(config_module.load(args.config, _overrides(args)), dry_run=args.dry_run)
+
+
 def _command_demo(args: argparse.Namespace) -> int:
     # The demo's broker, stream and stand-in encoders are not part of the
     # installed product: they live in the repository's testbed/ package.
@@ -97,13 +137,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
+    _status_parser(sub)
+    _replay_parser(sub)
     demo = sub.add_parser("demo", help="local Kafka + sample stream + the job until idle, then print the tables")
     demo.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
-        return {"run": _command_run, "demo": _command_demo}[args.command](args)
+        return {
+            "run": _command_run,
+            "status": _command_status,
+            "replay-dead-letters": _command_replay,
+            "demo": _command_demo,
+        }[args.command](args)
     except ConfigError as err:
         log.error("configuration error: %s", err)
         return 2

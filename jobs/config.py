@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from apply.table_features import COMPATIBLE
+from apply.table_features import SETTINGS as TABLE_FEATURE_SETTINGS
 from schema_cache.exceptions import ConfigError
-from schema_cache.options import ProtocolOptions, require_choice, require_positive
+from schema_cache.options import ProtocolOptions, require_bool, require_choice, require_positive
 from schema_cache.protocols import protocol_options
 from schema_cache.simple.options import SimpleOptions
 from schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
@@ -73,10 +75,15 @@ class TargetConfig:
     catalog: str | None = None
     # Catalog mode: the schema holding the product's own tables.
     meta_schema: str = "_ticdc"
+    # Delta table features of the tables the job creates (apply.table_features):
+    # "compatible" tables every Delta reader opens (delta-rs, Polars, ...);
+    # "full" adds column mapping, deletion vectors and type widening.
+    table_features: str = COMPATIBLE
 
     def __post_init__(self) -> None:
         if bool(self.path) == bool(self.catalog):
             raise ConfigError("target: set exactly one of target.path (path tables) or target.catalog (catalog tables)")
+        require_choice("target.table_features", self.table_features, TABLE_FEATURE_SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,20 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    # Append each batch's record to the `metrics` table among the product's own
+    # tables (the JSON log line is written either way).
+    table: bool = True
+    # Records wait in memory at most this long before they are appended (one
+    # commit for all of them); whatever waits is appended when the run stops.
+    flush_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        require_bool("metrics.table", self.table)
+        require_positive("metrics.flush_seconds", self.flush_seconds)
+
+
+@dataclass(frozen=True)
 class SparkConfig:
     # Used only when the product creates the session itself (local runs); a
     # session from Databricks or spark-submit is used as it is.
@@ -128,9 +149,18 @@ class Config:
     protocol: ProtocolOptions = field(default_factory=SimpleOptions)
     run: RunConfig = RunConfig()
     policy: PolicyConfig = PolicyConfig()
+    metrics: MetricsConfig = MetricsConfig()
     spark: SparkConfig = SparkConfig()
     # How TiDB types without one obvious Spark type land (schema_cache.types).
     types: TypeOptions = TypeOptions()
+
+    def __post_init__(self) -> None:
+        if self.types.json == "variant" and self.target.table_features == COMPATIBLE:
+            # delta-rs and Polars read a VARIANT column as its binary encoding, not as JSON.
+            raise ConfigError(
+                "types.json: 'variant' needs target.table_features = 'full' (non-Spark readers cannot read "
+                "VARIANT columns); with 'compatible' tables use 'string'"
+            )
 
     @property
     def registry(self) -> RegistryOptions | None:
@@ -144,6 +174,7 @@ class Config:
             "protocol": self.protocol.settings(),
             "run": dataclasses.asdict(self.run),
             "policy": dataclasses.asdict(self.policy),
+            "metrics": dataclasses.asdict(self.metrics),
             "spark": {"master": self.spark.master, "conf": _redacted(self.spark.conf)},
             "types": dataclasses.asdict(self.types),
         }
@@ -174,6 +205,7 @@ _SECTIONS = {
     "protocol": None,  # built by schema_cache.protocols from its `name`
     "run": RunConfig,
     "policy": PolicyConfig,
+    "metrics": MetricsConfig,
     "spark": SparkConfig,
     "types": TypeOptions,
     "registry": RegistryOptions,

@@ -79,6 +79,24 @@ class KafkaSource:
                 log.info("Kafka: %s; retrying", err)
                 time.sleep(0.5)
 
+    def _offset_range(self, tp: TopicPartition) -> tuple[int, int]:
+        """(oldest offset Kafka holds, end offset) of `tp`, asked of the broker now."""
+        return self._retrying(
+            f"read the offsets of {tp}",
+            lambda: self._consumer.get_watermark_offsets(KafkaPartition(tp.topic, tp.partition), timeout=_METADATA_TIMEOUT),
+        )
+
+    def offset_ranges(self) -> dict[TopicPartition, tuple[int, int]]:
+        """Per partition of the configured topics: (oldest offset held, end offset), asked now.
+
+        Nothing is assigned, read or committed: for reports on a consumer that runs elsewhere.
+        """
+        return {
+            TopicPartition(topic, p): self._offset_range(TopicPartition(topic, p))
+            for topic, ids in self.partitions().items()
+            for p in ids
+        }
+
     def open(self, resume: Mapping[TopicPartition, int] | None = None) -> dict[str, list[int]]:
         """Assign every partition; start at `resume`, else the group's commits, else `start_from`.
 
@@ -93,10 +111,7 @@ class KafkaSource:
         assignment = []
         for tp in tps:
             key = TopicPartition(tp.topic, tp.partition)
-            low, high = self._retrying(
-                f"read the offsets of {tp.topic}[{tp.partition}]",
-                lambda tp=tp: self._consumer.get_watermark_offsets(tp, timeout=_METADATA_TIMEOUT),
-            )
+            low, high = self._offset_range(key)
             self._end[key] = high
             start = (resume or {}).get(key)
             if start is None and committed.get(key, -1) >= 0:
@@ -137,6 +152,26 @@ class KafkaSource:
     def next_offsets(self) -> dict[TopicPartition, int]:
         """Per partition, the offset after the last message read."""
         return dict(self._next)
+
+    def end_offsets(self) -> dict[TopicPartition, int]:
+        """Per partition, its end offset noted at `open` (the offset the next message written gets)."""
+        return dict(self._end)
+
+    def latest_end_offsets(self) -> dict[TopicPartition, int]:
+        """Per assigned partition, the newest end offset known without asking the broker.
+
+        librdkafka keeps the end offset each fetch response brought; before any
+        fetch of a partition, the one noted at `open` stands.
+        """
+        ends = dict(self._end)
+        for tp, noted in ends.items():
+            try:
+                _, high = self._consumer.get_watermark_offsets(KafkaPartition(tp.topic, tp.partition), cached=True)
+            except KafkaException:
+                continue  # nothing cached for it yet
+            if high is not None and high > noted:
+                ends[tp] = high
+        return ends
 
     def caught_up(self) -> bool:
         """True once every partition was read up to its end offset noted at `open`."""

@@ -1,22 +1,28 @@
 """The consumer loop: read a batch, decode, gate, apply, checkpoint, commit.
 
-Order of durability per batch: Delta table commits, then dead letters, then
-the checkpoint row, then Kafka offsets. Offsets never pass a message whose
-effects are not yet durable: events still waiting in the gate and messages
-parked for their schema hold their partition's offset back.
+Order of durability per batch: the registry of tables the batch may create,
+Delta table commits, then dead letters, then the checkpoint row, then Kafka
+offsets. Offsets never pass a message whose effects are not yet durable:
+events still waiting in the gate and messages parked for their schema hold
+their partition's offset back. Each batch's metrics record comes after all
+of that (`jobs.batch_metrics`); an until-idle run on a terminal shows a
+progress line (`jobs.live_progress`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import gc
 import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from apply.applier import Applier, ApplySummary
 from apply.checkpoint import Checkpoint, CheckpointStore
@@ -25,13 +31,17 @@ from apply.delta_writer import DeltaWriter
 from apply.gate import Gate, gate_for
 from apply.locator import CatalogLocator, PathLocator, TableLocator
 from apply.metrics import PhaseTimes
+from apply.metrics_table import BatchRecord, MetricsTable
 from apply.sql_session import SqlSession
+from apply.table_registry import TableRegistry
 from apply.tombstones import Tombstones
+from jobs.batch_metrics import MetricsRecorder, commit_ts_lag_ms, offset_lag
 from jobs.config import Config
 from jobs.kafka_source import KafkaSource
+from jobs.live_progress import ProgressLine
 from jobs.runtime import check_session
 from schema_cache.decoder import Decoder
-from schema_cache.events import Ordering, TableName, TopicPartition
+from schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TopicPartition
 from schema_cache.exceptions import DecodeError
 
 log = logging.getLogger(__name__)
@@ -92,6 +102,8 @@ class Pipeline:
         gate_factory: GateFactory = gate_for,
         times: PhaseTimes | None = None,
         stop: threading.Event | None = None,
+        metrics: MetricsRecorder | None = None,
+        progress: ProgressLine | None = None,
     ) -> None:
         self._config = config
         self._consumer_id = config.kafka.group_id
@@ -106,22 +118,39 @@ class Pipeline:
         self._gate: Gate | None = None
         self._batch = 0
         self._saved: tuple | None = None
+        self._metrics = metrics or MetricsRecorder(None, config.metrics.flush_seconds)
+        self._progress = progress
+        self._run_id = ""
+        self._committed: dict[TopicPartition, int] = {}  # offsets saved last (at start: where reading began)
+        self._applied_ts: int | None = None  # upstream commitTs through which the tables are applied
+        self._tables_touched: set[TableName] = set()
 
     @classmethod
-    def from_config(cls, config: Config, spark, *, stop: threading.Event | None = None) -> Pipeline:
-        """The production pipeline: Kafka, the protocol's decoder, Delta tables on a session of its own."""
+    def from_config(
+        cls, config: Config, spark, *, stop: threading.Event | None = None, progress_stream: TextIO | None = None
+    ) -> Pipeline:
+        """The production pipeline: Kafka, the protocol's decoder, Delta tables on a session of its own.
+
+        `progress_stream` (default stderr) shows the live progress line, if it is a terminal.
+        """
         check_session(config, spark)
         sql = SqlSession(spark)
         locator = locator_for(config)
         decoder = config.protocol.create_decoder(config.types)
         times = PhaseTimes()
-        writer = DeltaWriter(sql, locator, times)
+        writer = DeltaWriter(sql, locator, times, table_features=config.target.table_features)
         run = config.run
         return cls(
             config,
             source=KafkaSource(config.kafka),
             decoder=decoder,
-            applier=Applier(writer, Tombstones(sql, locator), decoder.ordering, times),
+            applier=Applier(
+                writer,
+                Tombstones(sql, locator),
+                decoder.ordering,
+                times,
+                registry=TableRegistry(sql, locator, config.kafka.group_id),
+            ),
             checkpoints=CheckpointStore(sql, locator),
             dead_letters=DeadLetterTable(sql, locator, config.kafka.group_id),
             gate_factory=functools.partial(
@@ -129,14 +158,22 @@ class Pipeline:
             ),
             times=times,
             stop=stop,
+            metrics=MetricsRecorder(
+                MetricsTable(sql, locator) if config.metrics.table else None, config.metrics.flush_seconds, times=times
+            ),
+            progress=ProgressLine.for_run(run.mode, progress_stream),
         )
 
     def run(self) -> RunResult:
         log.info("effective configuration: %s", json.dumps(self._config.describe(), sort_keys=True))
+        self._run_id = uuid.uuid4().hex
         try:
             self._start()
             return self._loop()
         finally:
+            if self._progress is not None:
+                self._progress.close()
+            self._metrics.flush()
             self._source.close()
             if self._gate is not None:
                 self._gate.close()
@@ -151,14 +188,21 @@ class Pipeline:
         self._gate = self._gate_factory(self._decoder.ordering, partitions)
         if checkpoint is not None:
             self._gate.restore(checkpoint.watermarks)
+        self._committed = self._source.next_offsets()
+        self._note_applied(self._gate.watermarks(), [])  # a restored gate: applied by earlier runs
+        if self._progress is not None:
+            self._progress.start(self._committed, self._source.end_offsets())
 
     def _loop(self) -> RunResult:
         result = RunResult()
         until_idle = self._config.run.mode == "until-idle"
         last_message_at = time.monotonic()
         while not self._stop.is_set():
+            began, spent = time.monotonic(), self._times.totals()
             messages = self._collect(until_idle)
-            self._process(messages, result)
+            summary, dead_letters = self._process(messages, result)
+            if messages or summary:
+                self._record(len(messages), summary, dead_letters, result, began, spent)
             # Idle means polls that brought nothing: a batch that takes long to apply is not idleness.
             if messages:
                 last_message_at = time.monotonic()
@@ -170,6 +214,7 @@ class Pipeline:
                     self._config.run.idle_timeout_seconds,
                 )
                 break
+        self._metrics.flush()  # (again in `run` for a run that fails: nothing waiting is lost either way)
         result.waiting = len(self._gate) + len(self._decoder.parked())
         result.phases = self._times.snapshot()
         log.info("time per phase: %s", self._times.describe())
@@ -192,11 +237,15 @@ class Pipeline:
                 got = self._source.poll(min(run.batch_max_messages - len(batch), 10_000), min(remaining, 0.5))
                 batch.extend(got)
                 # Draining: stop at the end offsets noted at start, not one poll timeout later.
-                if until_idle and self._source.caught_up():
-                    break
+                caught_up = until_idle and self._source.caught_up()
+            if self._progress is not None:
+                self._progress.read(self._source.next_offsets())
+            if caught_up:
+                break
         return batch
 
-    def _process(self, messages: list, result: RunResult) -> None:
+    def _process(self, messages: list, result: RunResult) -> tuple[ApplySummary, int]:
+        """Decode, gate, apply and checkpoint one batch; what it applied, and how many dead letters."""
         with _no_cyclic_gc():
             errors = self._decode(messages)
         # Complete events go to the tables in slices of at most a batch (a lagging
@@ -204,9 +253,11 @@ class Pipeline:
         summary = ApplySummary()
         released_count = 0
         while True:
+            holds = self._holds()
             with self._times.phase("gate"):
-                released = self._gate.release(self._holds(), self._config.run.batch_max_messages)
-            summary.add(self._applier.apply(released.events, released.through))
+                released = self._gate.release(holds, self._config.run.batch_max_messages)
+            summary.add(self._applier.apply(released.events, released.through, holds))
+            self._note_applied(released.through, released.events, holds)
             released_count += len(released.events)
             if not released.more:
                 break
@@ -236,6 +287,51 @@ class Pipeline:
                 len(self._gate) + len(self._decoder.parked()),
                 self._gate.watermarks(),
             )
+        return summary, len(errors)
+
+    def _note_applied(self, through: Mapping[str, int], events: list, holds: Mapping[TableName, int] | None = None) -> None:
+        """Move the applied commitTs on: everything through it is in the tables.
+
+        commitTs ordering: the lowest topic's `through` of a release, and below
+        any event parked for its schema. Offset ordering (no watermarks): the
+        newest commitTs the applied events carry.
+        """
+        if through:
+            newest = min([*through.values(), *(ts - 1 for ts in (holds or {}).values())])
+        else:
+            newest = max((e.commit_ts for e in events if isinstance(e, (RowChange, SchemaChange))), default=0)
+        if newest > 0 and newest > (self._applied_ts or 0):
+            self._applied_ts = newest
+
+    def _record(
+        self, messages: int, summary: ApplySummary, dead_letters: int, result: RunResult, began: float, spent: dict
+    ) -> None:
+        """The batch's metrics record (log line, table row) and the progress line."""
+        now = dt.datetime.now(dt.timezone.utc)
+        self._tables_touched |= summary.tables
+        committed = self._committed
+        record = BatchRecord(
+            consumer=self._consumer_id,
+            run_id=self._run_id,
+            round=result.batches,
+            checkpoint=self._batch,
+            recorded_at=now,
+            messages=messages,
+            row_events=dict(summary.row_events),
+            ddl=summary.schema_changes,
+            dead_letters=dead_letters,
+            replays_skipped=summary.skipped_replays,
+            waiting=len(self._gate) + len(self._decoder.parked()),
+            applied_ts=self._applied_ts,
+            commit_ts_lag_ms=commit_ts_lag_ms(self._applied_ts, now),
+            offsets=committed,
+            offset_lag=offset_lag(self._source.latest_end_offsets(), committed),
+            stage_seconds=self._times.since(spent),
+            batch_seconds=time.monotonic() - began,
+        )
+        self._metrics.record(record)
+        if self._progress is not None:
+            self._progress.applied(result.rows_applied, len(self._tables_touched))
 
     def _decode(self, messages: list) -> list[DecodeError]:
         """Decode a batch into the gate; the messages that were bad input (policy dead-letter)."""
@@ -283,6 +379,7 @@ class Pipeline:
         with self._times.phase("kafka_commit"):
             self._source.commit(offsets)
         self._saved = (offsets, watermarks)
+        self._committed = offsets
 
     def _bad_message(self, err: DecodeError, errors: list[DecodeError]) -> None:
         if self._config.policy.on_bad_message == "fail":

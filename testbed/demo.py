@@ -13,7 +13,9 @@ import datetime as dt
 import logging
 import random
 import shutil
+import signal
 import sys
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from testbed.tables import column
 log = logging.getLogger(__name__)
 
 TOPIC = "ticdc-demo"
+GROUP = "ticdc-delta-demo"
 PARTITIONS = 3
 STATUSES = ["new", "paid", "shipped", "cancelled"]
 
@@ -128,29 +131,60 @@ def demo_changefeed(seed: int = 7, changes: int = 400, **feed_options) -> Change
     return feed
 
 
-def run_demo(workdir: Path | None = None) -> RunResult:
+def demo_config(bootstrap_servers: str, target: str, *, topic: str = TOPIC, group: str = GROUP, **sections):
+    """The demo job's configuration; `sections` add to it (e.g. policy={"on_bad_message": "dead-letter"})."""
+    values = {
+        "kafka": {"bootstrap_servers": bootstrap_servers, "topics": [topic], "group_id": group},
+        "target": {"path": str(target)},
+        "run": {"mode": "until-idle"},
+    }
+    for name, section in sections.items():
+        values[name] = {**values.get(name, {}), **section}
+    return config_module.from_mapping(values)
+
+
+def load_demo(
+    bootstrap_servers: str, target: str, *, topic: str = TOPIC, group: str = GROUP, spark=None
+) -> tuple[Changefeed, RunResult]:
+    """Publish the demo stream to `topic` and run the job until idle into `target` (what the demo and tests share)."""
+    feed = demo_changefeed()
+    ensure_topic(bootstrap_servers, topic, PARTITIONS)
+    sent = produce(bootstrap_servers, topic, ((m.partition, None, m.value) for m in feed.messages))
+    print(f"produced {sent} Simple JSON messages to {topic} ({PARTITIONS} partitions) at {bootstrap_servers}")
+    config = demo_config(bootstrap_servers, target, topic=topic, group=group)
+    result = Pipeline.from_config(config, spark or get_spark()).run()
+    return feed, result
+
+
+def run_demo(workdir: Path | None = None, *, serve: bool = False) -> RunResult:
+    """The demo in `workdir`; `serve`: keep the broker running afterwards (for the notebooks) until Ctrl-C."""
     workdir = Path(workdir or cache_dir() / "demo")
     shutil.rmtree(workdir, ignore_errors=True)
-    feed = demo_changefeed()
     with LocalKafka(workdir / "kafka") as broker:
-        ensure_topic(broker.bootstrap_servers, TOPIC, PARTITIONS)
-        sent = produce(broker.bootstrap_servers, TOPIC, ((m.partition, None, m.value) for m in feed.messages))
-        print(f"produced {sent} Simple JSON messages to {TOPIC} ({PARTITIONS} partitions) at {broker.bootstrap_servers}")
-        config = config_module.from_mapping(
-            {
-                "kafka": {"bootstrap_servers": broker.bootstrap_servers, "topics": [TOPIC], "group_id": "ticdc-delta-demo"},
-                "target": {"path": str(workdir / "delta")},
-                "run": {"mode": "until-idle"},
-            }
+        feed, result = load_demo(broker.bootstrap_servers, str(workdir / "delta"))
+        print(
+            f"\napplied {result.rows_applied} row changes and {result.schema_changes} DDL in {result.batches} batches "
+            f"from {result.messages} messages; tables in {workdir / 'delta'}\n"
         )
-        spark = get_spark()
-        result = Pipeline.from_config(config, spark).run()
-    print(
-        f"\napplied {result.rows_applied} row changes and {result.schema_changes} DDL in {result.batches} batches "
-        f"from {result.messages} messages; tables in {workdir / 'delta'}\n"
-    )
-    _show_tables(spark, config, feed)
+        _show_tables(get_spark(), demo_config(broker.bootstrap_servers, str(workdir / "delta")), feed)
+        if serve:
+            _serve(broker, workdir)
     return result
+
+
+def _serve(broker: LocalKafka, workdir: Path) -> None:
+    # The notebooks read the broker's address from <workdir>/kafka/bootstrap.servers.
+    print(
+        f"Kafka stays up at {broker.bootstrap_servers} for the notebooks (notebooks/, demo folder {workdir}); "
+        "Ctrl-C stops it",
+        flush=True,
+    )
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
 
 
 def _show_tables(spark, config, feed: Changefeed) -> None:
@@ -168,23 +202,36 @@ def _show_tables(spark, config, feed: Changefeed) -> None:
         frame.orderBy(frame.columns[0]).show(10, truncate=False)
 
 
-def _same(actual: list[tuple], expected: list[tuple]) -> bool:
+def _normalize(row: tuple) -> tuple:
     # collect() gives TIMESTAMP values as naive local datetimes; compare instants.
-    def normalize(value):
-        if isinstance(value, dt.datetime) and value.tzinfo is None:
-            return value.astimezone(dt.timezone.utc)
-        return value
+    return tuple(v.astimezone(dt.timezone.utc) if isinstance(v, dt.datetime) and v.tzinfo is None else v for v in row)
 
-    return [tuple(map(normalize, r)) for r in actual] == [tuple(map(normalize, r)) for r in expected]
+
+def _same(actual: list[tuple], expected: list[tuple]) -> bool:
+    return [_normalize(r) for r in actual] == [_normalize(r) for r in expected]
+
+
+def table_differences(spark, target: str, feed: Changefeed, database: str, table: str) -> list[tuple]:
+    """(key, Delta row, upstream row) for every key where the Delta table and the upstream model differ.
+
+    The key is the first column; a missing row is None.
+    """
+    from apply.locator import PathLocator
+    from schema_cache.events import TableName
+
+    actual = {r[0]: _normalize(tuple(r)) for r in spark.table(PathLocator(target).sql_name(TableName(database, table))).collect()}
+    expected = {r[0]: _normalize(r) for r in feed.expected_rows(database, table)}
+    return [(k, actual.get(k), expected.get(k)) for k in sorted(actual.keys() | expected.keys()) if actual.get(k) != expected.get(k)]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testbed.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
+    parser.add_argument("--serve", action="store_true", help="keep the broker running afterwards, for the notebooks")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    run_demo(args.workdir)
+    run_demo(args.workdir, serve=args.serve)
     return 0
 
 

@@ -23,6 +23,55 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.e2e)
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "spark_only_tables(reason): the test writes Delta tables non-Spark readers cannot open on purpose "
+        "(target.table_features = 'full', hand-made tables); delta-rs does not read them back",
+    )
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+# Delta tables already compared (or left alone), by directory: the newest commit seen.
+_SEEN_TABLES: dict[Path, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def delta_rs_reads_every_table(request, tmp_path_factory):
+    """After each end-to-end test, every Delta table it created or changed is read with delta-rs and Spark.
+
+    Tables are found under pytest's base temporary directory: each test's `tmp_path` (path tables), the
+    warehouse of catalog tables and module fixtures' folders; the product's own tables under `_ticdc`
+    included. Under the default `target.table_features` ("compatible") both readers must give the same
+    columns and rows (`tests.readers`). A test that fails on its own is not checked again.
+    """
+    yield
+    if request.node.get_closest_marker("e2e") is None:
+        return
+    report = getattr(request.node, "report_call", None)
+    if report is None or not report.passed:
+        return
+    from tests.readers import assert_delta_rs_reads_as_spark, delta_tables_under, log_state
+
+    changed = []
+    for table in delta_tables_under(tmp_path_factory.getbasetemp()):
+        state = log_state(table)
+        if _SEEN_TABLES.get(table) != state:
+            _SEEN_TABLES[table] = state
+            changed.append(table)
+    if not changed or request.node.get_closest_marker("spark_only_tables") is not None:
+        return
+    spark = request.getfixturevalue("spark")
+    for table in changed:
+        assert_delta_rs_reads_as_spark(spark, table)
+
+
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory):
     from testbed.local_kafka import LocalKafka

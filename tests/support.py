@@ -10,6 +10,7 @@ from apply.applier import Applier
 from apply.delta_writer import DeltaWriter
 from apply.locator import PathLocator, TableLocator
 from apply.sql_session import SqlSession
+from apply.table_features import COMPATIBLE
 from apply.tombstones import Tombstones
 from jobs import config as config_module
 from jobs.pipeline import Pipeline, RunResult
@@ -63,6 +64,8 @@ def table_version(spark, target: str, database: str, table: str) -> int:
     return spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["version"]
 
 
-def applier_for(sql: SqlSession, locator: TableLocator, ordering: Ordering = Ordering.COMMIT_TS) -> Applier:
+def applier_for(
+    sql: SqlSession, locator: TableLocator, ordering: Ordering = Ordering.COMMIT_TS, *, table_features: str = COMPATIBLE
+) -> Applier:
     """The applier the job builds, on `sql`, for tests that drive apply/ directly."""
-    return Applier(DeltaWriter(sql, locator), Tombstones(sql, locator), ordering)
+    return Applier(DeltaWriter(sql, locator, table_features=table_features), Tombstones(sql, locator), ordering)

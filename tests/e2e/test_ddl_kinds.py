@@ -1,4 +1,9 @@
-"""Each DDL kind against real Delta tables, through the applier."""
+"""Each DDL kind against real Delta tables, through the applier, under both `target.table_features` settings.
+
+"compatible" tables (no column mapping, deletion vectors or type widening) rename, drop and retype
+columns by rewriting the table; "full" tables rename and drop in place and widen types in place where
+Delta has stable type widening (4.0+). Both must end with the same rows, applied exactly once.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,12 @@ from decimal import Decimal
 
 import pytest
 
+from apply.collapse import NetChange
 from apply.delta_writer import DeltaWriter, add_columns_sql
 from apply.locator import CatalogLocator, PathLocator
 from apply.progress import AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
 from apply.sql_session import spark_version
+from apply.table_features import COMPATIBLE, FULL
 from jobs import config as config_module
 from jobs.runtime import check_session
 from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
@@ -18,6 +25,10 @@ from schema_cache.exceptions import ConfigError
 from tests.support import applier_for
 
 pytestmark = pytest.mark.e2e
+
+REWRITE = "CREATE OR REPLACE TABLE AS SELECT"
+# "full" tables are not for non-Spark readers: the delta-rs read-back (tests/conftest.py) leaves them alone.
+SETTINGS = [COMPATIBLE, pytest.param(FULL, marks=pytest.mark.spark_only_tables("table_features = 'full'"))]
 
 T = TableName("shop", "items")
 AT = Position("topic", 0, 0)
@@ -49,11 +60,17 @@ def operations(spark, locator, table: TableName = T) -> list[str]:
     return [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {locator.sql_name(table)}").collect()][::-1]
 
 
+@pytest.fixture(params=SETTINGS)
+def features(request) -> str:
+    """The `target.table_features` setting of the test's applier."""
+    return request.param
+
+
 @pytest.fixture
-def table(sql, spark, tmp_path):
+def table(sql, spark, tmp_path, features):
     """A table with two rows, applied through commitTs 11."""
     locator = PathLocator(str(tmp_path))
-    applier = applier_for(sql, locator)
+    applier = applier_for(sql, locator, table_features=features)
     base = schema(*BASE)
     applier.apply([ddl(10, SchemaChangeKind.CREATE, base), insert(11, base, 1, "a", 5), insert(11, base, 2, "b", 6)], {"topic": 11})
     return locator, applier
@@ -69,7 +86,7 @@ def test_add_column_with_default_fills_existing_rows(sql, spark, table):
     assert read_progress(sql, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=21))
 
 
-def test_default_backfill_interrupted_by_a_crash_is_finished_on_redo(sql, spark, table):
+def test_default_backfill_interrupted_by_a_crash_is_finished_on_redo(sql, spark, table, features):
     # Setup: the ADD COLUMNS commit of a DDL at 20 exists (with its pending-backfill
     # record) but the process died before writing the default.
     # Expect: a new applier redoing the DDL writes the default, then marks 20.
@@ -79,21 +96,23 @@ def test_default_backfill_interrupted_by_a_crash_is_finished_on_redo(sql, spark,
     sql.run(add_columns_sql(locator.sql_name(T), [(wider.columns[-1], "qty")]), tags)
     assert read_progress(sql, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=11), PendingBackfill("ts:20", ("stock",)))
 
-    applier_for(sql, locator).apply([ddl(20, SchemaChangeKind.ALTER, wider)], {"topic": 20})
+    applier_for(sql, locator, table_features=features).apply([ddl(20, SchemaChangeKind.ALTER, wider)], {"topic": 20})
 
     assert rows(spark, locator) == [(1, "a", 5, 7), (2, "b", 6, 7)]
     assert read_progress(sql, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=20))
 
 
-def test_drop_column(spark, table):
+def test_drop_column(spark, table, features):
+    # Expect: "full" drops in place (column mapping); "compatible" rewrites the table without the column.
     locator, applier = table
     narrower = schema(Column("id", "INT"), Column("qty", "INT"))
     applier.apply([ddl(20, SchemaChangeKind.ALTER, narrower, "ALTER TABLE items DROP COLUMN name")], {"topic": 20})
     assert rows(spark, locator) == [(1, 5), (2, 6)]
-    assert operations(spark, locator)[-1] == "DROP COLUMNS"
+    assert operations(spark, locator)[-1] == ("DROP COLUMNS" if features == FULL else REWRITE)
 
 
-def test_rename_column_keeps_the_data_in_place(spark, table):
+def test_rename_column_keeps_the_data(spark, table, features):
+    # Expect: "full" renames in place (column mapping); "compatible" rewrites the table, the column's data kept.
     locator, applier = table
     renamed = schema(Column("id", "INT"), Column("title", "STRING"), Column("qty", "INT"))
     applier.apply(
@@ -102,19 +121,106 @@ def test_rename_column_keeps_the_data_in_place(spark, table):
     )
     assert spark.table(locator.sql_name(T)).columns == ["id", "title", "qty"]
     assert rows(spark, locator) == [(1, "a", 5), (2, "b", 6)]
-    assert operations(spark, locator)[-1] == "RENAME COLUMN"
+    assert operations(spark, locator)[-1] == ("RENAME COLUMN" if features == FULL else REWRITE)
 
 
-def test_widening_type_change_is_in_place(sql, spark, table):
-    # INT -> BIGINT (e.g. MODIFY COLUMN qty BIGINT, or INT -> INT UNSIGNED): Delta 4 type widening, no
-    # rewrite; Delta 3.x (Spark 3.5) cannot widen INT -> BIGINT and rewrites the table instead.
+def test_widening_type_change(sql, spark, table, features):
+    # INT -> BIGINT (e.g. MODIFY COLUMN qty BIGINT, or INT -> INT UNSIGNED). In place only on "full" tables
+    # with Delta 4 (stable type widening); "compatible" tables, and Delta 3.x (Spark 3.5; its preview
+    # cannot widen INT -> BIGINT), rewrite the table.
     locator, applier = table
     wider = schema(Column("id", "INT"), Column("name", "STRING"), Column("qty", "BIGINT"))
     applier.apply([ddl(20, SchemaChangeKind.ALTER, wider), insert(21, wider, 3, "c", 2**40)], {"topic": 21})
     assert rows(spark, locator) == [(1, "a", 5), (2, "b", 6), (3, "c", 2**40)]
     assert dict(DeltaWriter(sql, locator).columns(T))["qty"] == "bigint"
-    rewritten = "CREATE OR REPLACE TABLE AS SELECT" in operations(spark, locator)
-    assert rewritten == _before_spark_4(spark)
+    rewritten = REWRITE in operations(spark, locator)
+    assert rewritten == (features == COMPATIBLE or _before_spark_4(spark))
+
+
+def test_rename_drop_add_and_retype_in_one_ddl(sql, spark, table, features):
+    # Setup: one DDL renames name -> title, drops qty, adds stock INT DEFAULT 7 first and retypes id to BIGINT.
+    # Expect: the same rows in both settings; "compatible" makes it one rewrite (plus the default's MERGE).
+    locator, applier = table
+    after = schema(
+        Column("stock", "INT", default=7), Column("id", "BIGINT"), Column("title", "STRING")
+    )
+    statement = "ALTER TABLE items RENAME COLUMN name TO title, DROP COLUMN qty, ADD COLUMN stock INT DEFAULT 7 FIRST"
+    versions = len(operations(spark, locator))
+    applier.apply([ddl(20, SchemaChangeKind.ALTER, after, statement), insert(21, after, 0, 3, "c")], {"topic": 21})
+    assert spark.table(locator.sql_name(T)).columns == ["stock", "id", "title"]
+    assert rows(spark, locator) == [(0, 3, "c"), (7, 1, "a"), (7, 2, "b")]
+    assert read_progress(sql, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=21))
+    if features == COMPATIBLE:
+        assert operations(spark, locator)[versions:] == [REWRITE, "MERGE", "MERGE"]
+
+
+def test_a_rewrite_keeps_replays_harmless(sql, spark, table, features):
+    # Setup: a rename at 20 (a rewrite under "compatible"), a row at 21. Then the whole stream again from
+    # commitTs 10, as after a restart that replays it, through a new applier, and the MERGE of 11 alone
+    # with its idempotent-write pair.
+    # Expect: no new commit: the applied marker and Delta's idempotent writes survive the rewrite.
+    locator, applier = table
+    base = schema(*BASE)
+    renamed = schema(Column("id", "INT"), Column("title", "STRING"), Column("qty", "INT"))
+    rename = ddl(20, SchemaChangeKind.ALTER, renamed, "ALTER TABLE items RENAME COLUMN name TO title")
+    applier.apply([rename, insert(21, renamed, 3, "c", 7)], {"topic": 21})
+    versions = len(operations(spark, locator))
+
+    replay = [ddl(10, SchemaChangeKind.CREATE, base), insert(11, base, 1, "a", 5), rename, insert(21, renamed, 3, "c", 7)]
+    applier_for(sql, locator, table_features=features).apply(replay, {"topic": 21})
+    writer = DeltaWriter(sql, locator, table_features=features)
+    writer.merge(T, renamed, [NetChange(False, (1, "stale", 0))], AppliedPoint(ts=11))
+
+    assert len(operations(spark, locator)) == versions
+    assert rows(spark, locator) == [(1, "a", 5), (2, "b", 6), (3, "c", 7)]
+
+
+def test_a_crash_between_a_rewrite_and_its_default_is_finished_on_redo(sql, spark, table, features, monkeypatch):
+    # Setup: a DDL renaming name -> title and adding stock INT DEFAULT 7: the structure step (a rewrite under
+    # "compatible") commits, then the process dies before the default is written (injected failure).
+    # Expect: the table stays marked at 11 with the pending default; a new applier redoing the DDL writes
+    # the default and marks 20, and the rename is not done twice.
+    locator, applier = table
+    after = schema(Column("id", "INT"), Column("title", "STRING"), Column("qty", "INT"), Column("stock", "INT", default=7))
+    change = ddl(20, SchemaChangeKind.ALTER, after, "ALTER TABLE items RENAME COLUMN name TO title, ADD stock INT DEFAULT 7")
+
+    def crash(*_args):
+        raise RuntimeError("killed before the default was written")
+
+    monkeypatch.setattr(DeltaWriter, "_write_defaults", crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        applier.apply([change], {"topic": 20})
+    monkeypatch.undo()
+    assert read_progress(sql, locator.sql_name(T)) == TableProgress(
+        True, AppliedPoint(ts=11), PendingBackfill("ts:20", ("stock",))
+    )
+
+    applier_for(sql, locator, table_features=features).apply([change], {"topic": 20})
+
+    assert spark.table(locator.sql_name(T)).columns == ["id", "title", "qty", "stock"]
+    assert rows(spark, locator) == [(1, "a", 5, 7), (2, "b", 6, 7)]
+    assert read_progress(sql, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=20))
+
+
+def test_column_names_delta_refuses_without_column_mapping(sql, spark, tmp_path, features):
+    # Setup: upstream columns named "unit price", "a,b=c" and "100%" (MySQL allows them quoted), renamed,
+    # added and retyped. Expect: the job reads and writes them under their upstream names; "full" stores
+    # them as they are, "compatible" escapes what Delta refuses without column mapping ("unit%20price").
+    locator = PathLocator(str(tmp_path))
+    applier = applier_for(sql, locator, table_features=features)
+    before = schema(Column("id", "INT"), Column("unit price", "INT"), Column("a,b=c", "STRING"))
+    after = schema(Column("id", "INT"), Column("unit price", "BIGINT"), Column("x;y", "STRING"), Column("100%", "INT", default=1))
+    applier.apply([ddl(10, SchemaChangeKind.CREATE, before), insert(11, before, 1, 5, "a")], {"topic": 11})
+    rename = "ALTER TABLE items RENAME COLUMN `a,b=c` TO `x;y`, MODIFY `unit price` BIGINT, ADD `100%` INT DEFAULT 1"
+    applier.apply([ddl(20, SchemaChangeKind.ALTER, after, rename), insert(21, after, 2, 2**40, "b", 3)], {"topic": 21})
+
+    assert rows(spark, locator) == [(1, 5, "a", 1), (2, 2**40, "b", 3)]
+    assert DeltaWriter(sql, locator).columns(T) == [("id", "int"), ("unit price", "bigint"), ("x;y", "string"), ("100%", "int")]
+    stored = spark.table(locator.sql_name(T)).columns
+    if features == FULL:
+        assert stored == ["id", "unit price", "x;y", "100%"]
+    else:
+        assert stored == ["id", "unit%20price", "x%3By", "100%25"]
 
 
 @pytest.mark.parametrize(
@@ -127,15 +233,15 @@ def test_widening_type_change_is_in_place(sql, spark, table):
     ],
     ids=["bigint->int", "string->int", "date->datetime", "decimal->wide decimal"],
 )
-def test_other_type_changes_rewrite_the_table_atomically(sql, spark, tmp_path, old, new, value, expected):
+def test_other_type_changes_rewrite_the_table_atomically(sql, spark, tmp_path, old, new, value, expected, features):
     locator = PathLocator(str(tmp_path))
-    applier = applier_for(sql, locator)
+    applier = applier_for(sql, locator, table_features=features)
     before = schema(Column("id", "INT"), old)
     after = schema(Column("id", "INT"), new)
     applier.apply([ddl(10, SchemaChangeKind.CREATE, before), insert(11, before, 1, value)], {"topic": 11})
     applier.apply([ddl(20, SchemaChangeKind.ALTER, after, "ALTER TABLE items MODIFY COLUMN qty ...")], {"topic": 20})
     assert rows(spark, locator) == [(1, expected)]
-    assert operations(spark, locator)[-1] == "CREATE OR REPLACE TABLE AS SELECT"
+    assert operations(spark, locator)[-1] == REWRITE
     assert read_progress(sql, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=20))
 
 
@@ -151,11 +257,11 @@ def test_rename_table_moves_the_data(sql, spark, table):
     assert read_progress(sql, locator.sql_name(T)) == TableProgress(False)
 
 
-def test_rename_table_in_a_catalog(sql, spark):
+def test_rename_table_in_a_catalog(sql, spark, features):
     locator = CatalogLocator("spark_catalog")
-    source = schema(*BASE, table=TableName("ddl_cat", "before"))
-    moved = schema(*BASE, table=TableName("ddl_cat", "after"))
-    applier = applier_for(sql, locator)
+    source = schema(*BASE, table=TableName(f"ddl_cat_{features}", "before"))
+    moved = schema(*BASE, table=TableName(f"ddl_cat_{features}", "after"))
+    applier = applier_for(sql, locator, table_features=features)
     applier.apply([ddl(10, SchemaChangeKind.CREATE, source), insert(11, source, 1, "a", 5)], {"topic": 11})
     applier.apply([ddl(20, SchemaChangeKind.RENAME, moved, previous_name=source.name)], {"topic": 20})
     assert rows(spark, locator, moved.name) == [(1, "a", 5)]
@@ -180,21 +286,22 @@ def test_drop_and_recreate_starts_empty(spark, table):
     assert spark.table(locator.sql_name(T)).columns == ["id", "other"]
 
 
-def test_create_over_a_stale_table_replaces_it(sql, spark, table):
+def test_create_over_a_stale_table_replaces_it(sql, spark, table, features):
     # A CREATE newer than the table's applied point: upstream dropped and re-created
     # the table while this job was not looking (e.g. the DROP predates its start).
     locator, _ = table
-    applier_for(sql, locator).apply([ddl(30, SchemaChangeKind.CREATE, schema(*BASE))], {"topic": 30})
+    applier_for(sql, locator, table_features=features).apply([ddl(30, SchemaChangeKind.CREATE, schema(*BASE))], {"topic": 30})
     assert rows(spark, locator) == []
     assert operations(spark, locator)[-1] == "REPLACE TABLE"
 
 
+@pytest.mark.spark_only_tables("VARIANT: delta-rs reads its binary encoding; the job allows it only with 'full'")
 def test_json_as_variant(sql, spark, tmp_path):
     if _before_spark_4(spark):
         pytest.skip("VARIANT exists from Spark 4.0; on Spark 3.5 the job refuses types.json = 'variant' at start")
     locator = PathLocator(str(tmp_path))
     doc = schema(Column("id", "INT"), Column("doc", "VARIANT", default='{"new": true}'))
-    applier_for(sql, locator).apply(
+    applier_for(sql, locator, table_features=FULL).apply(
         [ddl(10, SchemaChangeKind.CREATE, doc), insert(11, doc, 1, '{"a": [1, 2], "b": null}')], {"topic": 11}
     )
     (row,) = spark.sql(f"SELECT variant_get(doc, '$.a[1]', 'int') AS second FROM {locator.sql_name(T)}").collect()
@@ -204,7 +311,11 @@ def test_json_as_variant(sql, spark, tmp_path):
 def test_variant_is_refused_at_start_where_spark_has_none(spark, tmp_path):
     # Expect: on Spark 3.5 the job stops before reading anything, naming the key; on Spark 4 it starts.
     config = config_module.from_mapping(
-        {"kafka": {"topics": ["t"]}, "target": {"path": str(tmp_path)}, "types": {"json": "variant"}}
+        {
+            "kafka": {"topics": ["t"]},
+            "target": {"path": str(tmp_path), "table_features": FULL},
+            "types": {"json": "variant"},
+        }
     )
     if _before_spark_4(spark):
         with pytest.raises(ConfigError, match="types.json: 'variant' needs Spark 4.0"):

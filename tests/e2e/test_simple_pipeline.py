@@ -167,6 +167,38 @@ def test_rows_before_their_bootstrap_wait_and_then_apply(spark, kafka, tmp_path,
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
 
 
+def test_rows_waiting_for_their_schema_are_not_taken_for_replays_once_it_arrives(spark, kafka, tmp_path, unique):
+    # Setup: rows of the table's first structure, then ADD COLUMN and rows of the new one, and a watermark
+    # past all of them; the ADD COLUMN's DDL messages are missing, so the newer rows wait for their schema
+    # while the older ones are applied. Then TiCDC's periodic BOOTSTRAP brings the new structure.
+    # Expect: the first run marks the table applied only up to just before the waiting rows (not through
+    # the watermark), so the second run applies them instead of skipping them as replays.
+    feed = items_feed()
+    with feed.transaction() as txn:
+        for i in range(10):
+            txn.insert("shop", "items", item(i))
+    before_ddl = len(feed.messages)
+    feed.add_column("shop", "items", column("stock", "int"))
+    del feed.messages[before_ddl:]
+    with feed.transaction() as txn:
+        for i in range(10, 15):
+            txn.insert("shop", "items", {**item(i), "stock": i * 10})
+        txn.update("shop", "items", [0], {"stock": 5})
+    topic, target = f"held-{unique}", str(tmp_path)
+    publish(kafka, topic, feed.messages)
+
+    first = run_job(spark, kafka, topic, target, f"g-{unique}", run={"idle_timeout_seconds": 5.0})
+    assert first.rows_applied == 10 and first.waiting == 6
+
+    feed.messages.clear()
+    feed.bootstrap("shop", "items")
+    feed.watermark()
+    publish(kafka, topic, feed.messages)
+    second = run_job(spark, kafka, topic, target, f"g-{unique}")
+    assert second.rows_applied == 6 and second.replays_skipped == 0
+    assert_table(spark, target, feed, "shop", "items", ITEMS_DDL + ", stock INT")
+
+
 def test_a_batch_slower_than_the_idle_timeout_does_not_end_the_drain(spark, kafka, tmp_path, unique):
     # Setup: 30 transactions read 20 messages per batch; every batch's Delta commits take
     # longer than the 0.3 s idle timeout.

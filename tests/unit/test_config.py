@@ -78,7 +78,7 @@ def test_comma_separated_topics_from_the_command_line():
         ({**MINIMAL, "target": {"path": "/a", "catalog": "main"}}, r"target: set exactly one of target.path"),
         ({**MINIMAL, "target": {}}, r"target: set exactly one of target.path"),
         ({**MINIMAL, "run": {"batch_max_seconds": 0}}, r"run.batch_max_seconds: must be a positive number, got 0"),
-        ({**MINIMAL, "extra": {}}, r"extra: unknown section; allowed: kafka, target, protocol, run, policy, spark, types, registry"),
+        ({**MINIMAL, "extra": {}}, r"extra: unknown section; allowed: kafka, target, protocol, run, policy, metrics, spark, types, registry"),
         ({"target": {"path": "/a"}}, r"kafka: section is required"),
         ({**MINIMAL, "protocol": {"name": "avro"}}, r"registry.url: required for protocol 'avro'"),
         ({**MINIMAL, "protocol": {"name": "avro", "avro_decimal_handling_mode": "exact"}, "registry": {"url": "http://r"}},
@@ -124,3 +124,20 @@ def test_watermark_less_protocols_need_the_extension_or_an_explicit_opt_in():
         config.from_mapping({**MINIMAL, "protocol": {"name": "canal-json"}})
     opted_in = config.from_mapping({**MINIMAL, "protocol": {"name": "debezium", "allow_offset_ordering": True}})
     assert opted_in.protocol.allow_offset_ordering
+
+
+def test_table_features_default_to_tables_every_reader_opens():
+    assert config.from_mapping(MINIMAL).target.table_features == "compatible"
+    full = config.from_mapping({**MINIMAL, "target": {"path": "/lake", "table_features": "full"}})
+    assert full.target.table_features == "full"
+    assert full.describe()["target"]["table_features"] == "full"
+    with pytest.raises(ConfigError, match=r"target.table_features: 'all' is not allowed; allowed: compatible, full"):
+        config.from_mapping({**MINIMAL, "target": {"path": "/lake", "table_features": "all"}})
+
+
+def test_variant_columns_need_full_table_features():
+    # Non-Spark readers read a VARIANT column as its binary encoding: not with tables meant for them.
+    with pytest.raises(ConfigError, match=r"types.json: 'variant' needs target.table_features = 'full'"):
+        config.from_mapping({**MINIMAL, "types": {"json": "variant"}})
+    full = {**MINIMAL, "target": {"path": "/lake", "table_features": "full"}, "types": {"json": "variant"}}
+    assert config.from_mapping(full).types.json == "variant"

@@ -1,0 +1,343 @@
+"""Progress and metrics end to end: batch records in the log and the metrics table, the live
+progress line on a real pseudo-terminal, and `ticdc-delta status`, on a real broker, Spark and Delta."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import pty
+import threading
+from collections import Counter
+
+import pytest
+
+from apply.applier import Applier
+from apply.delta_writer import DeltaWriter
+from apply.locator import CatalogLocator, PathLocator
+from apply.table_registry import TableRegistry
+from apply.tombstones import Tombstones
+from jobs.batch_metrics import METRICS_LOGGER
+from jobs.cli import main
+from jobs.kafka_source import KafkaSource
+from jobs.pipeline import Pipeline
+from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
+from testbed.changefeed import Changefeed
+from testbed.tables import column
+from tests.support import applier_for, job_config, publish, table_version
+from tests.workloads import item, items_feed
+
+pytestmark = pytest.mark.e2e
+
+
+def _write_config(path, kafka, topic: str, group: str, target: dict, **sections) -> str:
+    """A TOML job file; `sections` add to (or override) the defaults. JSON scalars and lists are TOML too."""
+    values = {
+        "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topics": [topic], "group_id": group},
+        "target": target,
+        "run": {"mode": "until-idle", "batch_max_seconds": 2.0, "idle_timeout_seconds": 15.0},
+    }
+    for name, section in sections.items():
+        values[name] = {**values.get(name, {}), **section}
+    lines = []
+    for name, section in values.items():
+        lines.append(f"[{name}]")
+        lines.extend(f"{key} = {json.dumps(value)}" for key, value in section.items())
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _two_tables_feed() -> tuple[Changefeed, Counter]:
+    """Inserts, updates and deletes into shop.items, inserts into shop.logs, an ADD COLUMN; the row events by op."""
+    feed = items_feed()
+    feed.create_table("shop", "logs", [column("id", "int", nullable=False), column("msg", "text")], primary_key=["id"])
+    published: Counter = Counter()
+    for start in range(0, 40, 10):
+        with feed.transaction() as txn:
+            for i in range(start, start + 10):
+                txn.insert("shop", "items", item(i))
+                published["shop", "items", "INSERT"] += 1
+            txn.insert("shop", "logs", {"id": start, "msg": f"log {start}"})
+            published["shop", "logs", "INSERT"] += 1
+    for i in range(0, 40, 4):
+        with feed.transaction() as txn:
+            txn.update("shop", "items", [i], {"name": f"renamed {i}"})
+            published["shop", "items", "UPDATE"] += 1
+    feed.add_column("shop", "items", column("stock", "int"))
+    with feed.transaction() as txn:
+        for i in range(0, 40, 5):
+            txn.delete("shop", "items", [i])
+            published["shop", "items", "DELETE"] += 1
+    return feed, published
+
+
+def _end_offsets(kafka, topic: str) -> dict[str, int]:
+    source = KafkaSource(job_config(kafka, topic, "/unused", "status-probe").kafka)
+    try:
+        return {str(tp): end for tp, (_, end) in source.offset_ranges().items()}
+    finally:
+        source.close()
+
+
+def _metrics_logged(caplog) -> list[dict]:
+    return [json.loads(r.getMessage()) for r in caplog.records if r.name == METRICS_LOGGER]
+
+
+def test_a_drain_records_every_batch_and_status_shows_where_the_consumer_stands(
+    spark, kafka, tmp_path, unique, caplog, capsys
+):
+    # Setup: two tables over 3 partitions, with inserts, updates, deletes and an ADD COLUMN,
+    # drained through the CLI from a TOML file in batches of at most 25 messages; metrics
+    # records wait up to 60 s (the default), longer than the run.
+    # Expect: one JSON log line per batch, the same records as rows of _ticdc/metrics written in
+    # one commit at the end; row events per table and op as published; the last batch's offsets
+    # are the end offsets with lag 0 and its applied commitTs is the feed's last watermark. The
+    # progress line stays off (stderr is not a terminal). `status` first shows no checkpoint and
+    # no tables, then committed offsets equal to the end offsets, lag 0, and both tables with the
+    # last watermark as applied commitTs and their current Delta version.
+    caplog.set_level(logging.INFO)
+    feed, published = _two_tables_feed()
+    topic, group, target = f"metrics-{unique}", f"g-{unique}", str(tmp_path / "lake")
+    publish(kafka, topic, feed.messages)
+    toml = _write_config(tmp_path / "job.toml", kafka, topic, group, {"path": target}, run={"batch_max_messages": 25})
+
+    assert main(["status", "--config", toml, "--json"]) == 0
+    before = json.loads(capsys.readouterr().out)
+    assert before["checkpoint"] is None and before["tables"] == [] and before["total_lag"] is None
+    assert [p["committed"] for p in before["partitions"]] == [None, None, None]
+
+    assert main(["run", "--config", toml]) == 0
+    assert "ticdc-delta: " not in capsys.readouterr().err  # no progress line off a terminal
+
+    logged = _metrics_logged(caplog)
+    assert len(logged) >= len(feed.messages) // 25
+    assert [r["round"] for r in logged] == sorted(r["round"] for r in logged)
+    assert sum(r["messages"] for r in logged) == len(feed.messages)
+    by_op = Counter()
+    for record in logged:
+        for entry in record["row_events"]:
+            by_op[entry["database"], entry["table"], entry["op"]] += entry["events"]
+    assert by_op == published
+    assert sum(r["ddl"] for r in logged) == 3  # two CREATE TABLE, one ADD COLUMN
+    last = logged[-1]
+    ends = _end_offsets(kafka, topic)
+    assert last["offsets"] == ends and set(last["offset_lag"].values()) == {0}
+    assert last["applied_ts"] == feed.last_ts
+    recorded_ms = int(dt.datetime.fromisoformat(last["recorded_at"]).timestamp() * 1000)
+    assert last["commit_ts_lag_ms"] == recorded_ms - (feed.last_ts >> 18)
+    stages = set().union(*(r["stage_seconds"] for r in logged))
+    assert {"kafka_poll", "decode", "registry", "merge", "ddl", "checkpoint"} <= stages
+
+    metrics = f"delta.`{target}/_ticdc/metrics`"
+    rows = spark.sql(f"SELECT * FROM {metrics} ORDER BY round").collect()
+    assert [r["round"] for r in rows] == [r["round"] for r in logged]
+    assert {r["run_id"] for r in rows} == {logged[0]["run_id"]} and {r["consumer"] for r in rows} == {group}
+    table_counts = spark.sql(
+        f"SELECT e.database, e.table, e.op, sum(e.events) AS n FROM {metrics} LATERAL VIEW inline(row_events) e "
+        "GROUP BY e.database, e.table, e.op"
+    ).collect()
+    assert Counter({(r["database"], r["table"], r["op"]): r["n"] for r in table_counts}) == published
+    assert dict(rows[-1]["offset_lag"]) == last["offset_lag"] and rows[-1]["applied_ts"] == feed.last_ts
+    assert spark.sql(f"DESCRIBE HISTORY {metrics}").count() == 1  # buffered: one commit for every batch
+
+    assert main(["status", "--config", toml, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["checkpoint"] == rows[-1]["checkpoint"]
+    assert {f"{p['topic']}/{p['partition']}": p["committed"] for p in status["partitions"]} == ends
+    assert {p["lag"] for p in status["partitions"]} == {0} and status["total_lag"] == 0
+    assert [(t["database"], t["table"]) for t in status["tables"]] == [("shop", "items"), ("shop", "logs")]
+    for entry in status["tables"]:
+        assert entry["exists"] and entry["applied_ts"] == feed.last_ts
+        assert entry["version"] == entry["applied_version"] == table_version(spark, target, "shop", entry["table"])
+
+    assert main(["status", "--config", toml]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"consumer {group}: checkpoint {status['checkpoint']}, saved ")
+    assert "\ntotal " in text and text.split("\ntotal ")[1].split("\n")[0].strip() == "0"
+    items_line = next(line for line in text.splitlines() if line.startswith("shop.items "))
+    assert items_line.split()[1:3] == [str(status["tables"][0]["version"]), str(feed.last_ts)]
+
+
+def test_a_drain_on_a_terminal_shows_a_live_progress_line(spark, kafka, tmp_path, unique):
+    # Setup: 60 inserts into one table; the job runs until idle with its progress stream on the
+    # slave side of a real pseudo-terminal, in batches of at most 30 messages.
+    # Expect: a line redrawn in place (carriage returns, no newline until the end) whose final
+    # state says every message up to the end offsets noted at start was read, 60 rows merged,
+    # one table; then a newline.
+    feed = items_feed()
+    for start in range(0, 60, 6):
+        with feed.transaction() as txn:
+            for i in range(start, start + 6):
+                txn.insert("shop", "items", item(i))
+    topic = f"progress-{unique}"
+    publish(kafka, topic, feed.messages)
+    master, slave = pty.openpty()
+    terminal = os.fdopen(slave, "w", encoding="utf-8")
+    received = bytearray()
+
+    def drain_master() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the slave side closed
+                return
+            if not chunk:
+                return
+            received.extend(chunk)
+
+    reader = threading.Thread(target=drain_master, daemon=True)
+    reader.start()
+    config = job_config(kafka, topic, str(tmp_path), f"g-{unique}", run={"batch_max_messages": 30})
+    try:
+        result = Pipeline.from_config(config, spark, progress_stream=terminal).run()
+    finally:
+        terminal.close()
+        reader.join(timeout=10)
+        os.close(master)
+    shown = received.decode()
+    assert result.rows_applied == 60
+    assert shown.startswith("\rticdc-delta: 0 of ") and shown.endswith("\r\n")
+    assert "\n" not in shown[:-2]
+    final = shown[:-2].rsplit("\r", 1)[1]
+    total = len(feed.messages)
+    assert final.startswith(f"ticdc-delta: {total:,} of {total:,} messages (100%), 60 rows merged, 1 table, ")
+
+
+def test_catalog_tables_metrics_and_status(spark, kafka, tmp_path, unique, capsys):
+    # Setup: catalog mode (spark_catalog), the product's own tables in a schema of their own;
+    # 20 inserts into one table of a database named for this test; metrics flushed after every batch.
+    # Expect: the metrics rows in <catalog>.<meta_schema>.metrics, appended in more than one commit;
+    # status reads the checkpoint and the registry there, and the table by its catalog name.
+    database, meta = f"shop_{unique}", f"meta_{unique}"
+    feed = Changefeed(3)
+    feed.create_table(database, "items", [column("id", "int", nullable=False), column("v", "int")], primary_key=["id"])
+    for i in range(20):
+        with feed.transaction() as txn:
+            txn.insert(database, "items", {"id": i, "v": i})
+    topic, group = f"catalog-{unique}", f"g-{unique}"
+    publish(kafka, topic, feed.messages)
+    toml = _write_config(
+        tmp_path / "job.toml",
+        kafka,
+        topic,
+        group,
+        {"catalog": "spark_catalog", "meta_schema": meta},
+        run={"batch_max_messages": 40},
+        metrics={"flush_seconds": 0.001},
+    )
+    assert main(["run", "--config", toml]) == 0
+
+    metrics = f"spark_catalog.{meta}.metrics"
+    rows = spark.sql(f"SELECT round, rows_merged FROM {metrics} ORDER BY round").collect()
+    assert sum(r["rows_merged"] for r in rows) == 20 and len(rows) >= 2
+    # A record waits until the next batch finds it older than flush_seconds (or the run ends).
+    assert 1 < spark.sql(f"DESCRIBE HISTORY {metrics}").count() <= len(rows)
+
+    assert main(["status", "--config", toml, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["total_lag"] == 0
+    (entry,) = status["tables"]
+    assert (entry["database"], entry["table"], entry["applied_ts"]) == (database, "items", feed.last_ts)
+    name = CatalogLocator("spark_catalog", meta).sql_name(TableName(database, "items"))
+    assert entry["version"] == spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["version"]
+
+
+class _Records(logging.Handler):
+    """Collects the metrics log records of a run in another thread; wakes waiters on each."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[dict] = []
+        self.changed = threading.Condition()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self.changed:
+            self.records.append(json.loads(record.getMessage()))
+            self.changed.notify_all()
+
+    def wait_for(self, predicate, timeout: float = 180.0) -> dict:
+        with self.changed:
+            assert self.changed.wait_for(lambda: any(predicate(r) for r in self.records), timeout), self.records
+            return next(r for r in self.records if predicate(r))
+
+
+def test_a_continuous_run_reports_lag_of_new_messages_and_appends_every_record_when_stopped(
+    spark, kafka, tmp_path, unique
+):
+    # Setup: a continuous run (batches of at most 10 messages, records waiting up to an hour) on a
+    # topic with 30 inserts; once those are applied, 60 more inserts are published.
+    # Expect: a batch after the second publish reports offset lag above 0 (end offsets newer than
+    # those noted at start, as fetches bring them; never beyond the real end); the run catches up to
+    # lag 0; stopped as SIGTERM does, it appends every record logged, in one commit.
+    def inserts(feed, ids):
+        for start in range(ids.start, ids.stop, 3):
+            with feed.transaction() as txn:
+                for i in range(start, start + 3):
+                    txn.insert("shop", "items", item(i))
+
+    feed = items_feed()
+    inserts(feed, range(0, 30))
+    topic, target = f"continuous-{unique}", str(tmp_path)
+    publish(kafka, topic, feed.messages)
+    first = len(feed.messages)
+    config = job_config(
+        kafka, topic, target, f"g-{unique}", run={"mode": "continuous", "batch_max_messages": 10},
+        metrics={"flush_seconds": 3600},
+    )
+    stop = threading.Event()
+    pipeline = Pipeline.from_config(config, spark, stop=stop)
+    seen = _Records()
+    metrics_logger = logging.getLogger(METRICS_LOGGER)
+    metrics_logger.addHandler(seen)
+    metrics_logger.setLevel(logging.INFO)
+    worker = threading.Thread(target=pipeline.run)
+    worker.start()
+    try:
+        seen.wait_for(lambda r: sum(r["offsets"].values()) == first and not r["waiting"])
+        already = len(seen.records)
+        inserts(feed, range(30, 90))
+        publish(kafka, topic, feed.messages[first:])
+        ends = _end_offsets(kafka, topic)
+        lagging = seen.wait_for(lambda r: r["round"] > already and sum(r["offset_lag"].values()) > 0)
+        # Each partition's end as the consumer's last fetch of it saw it: at most the end offset now.
+        for name, lag in lagging["offset_lag"].items():
+            assert 0 <= lag <= ends[name] - lagging["offsets"][name]
+        seen.wait_for(lambda r: r["offsets"] == ends and not r["waiting"])
+    finally:
+        stop.set()
+        worker.join(timeout=120)
+        metrics_logger.removeHandler(seen)
+        metrics_logger.setLevel(logging.NOTSET)
+    assert not worker.is_alive()
+    metrics = f"delta.`{target}/_ticdc/metrics`"
+    rows = spark.sql(f"SELECT round, rows_merged FROM {metrics} ORDER BY round").collect()
+    assert [r["round"] for r in rows] == [r["round"] for r in seen.records]
+    assert sum(r["rows_merged"] for r in rows) == 90
+    assert spark.sql(f"DESCRIBE HISTORY {metrics}").count() == 1
+
+
+def test_tables_made_before_the_registry_existed_are_registered_when_next_touched(sql, tmp_path):
+    # Setup: two tables made by an applier without a registry (a release before it); then the job's
+    # applier, with a registry, changes one of them and creates a third.
+    # Expect: the registry lists the touched old table and the new one, not the untouched one; a second
+    # batch on the same tables writes nothing more to the registry.
+    locator = PathLocator(str(tmp_path))
+    at = Position("topic", 0, 0)
+    old, untouched, new = TableName("db", "old"), TableName("db", "untouched"), TableName("db", "new")
+    schemas = {t: TableSchema(t, (Column("id", "INT"),), ("id",)) for t in (old, untouched, new)}
+
+    def create(table, ts):
+        return [SchemaChange(table, ts, SchemaChangeKind.CREATE, schemas[table], at), insert(table, ts + 1, 1)]
+
+    def insert(table, ts, key):
+        return RowChange(table, ts, Op.INSERT, None, (key,), schemas[table], at)
+
+    applier_for(sql, locator).apply([*create(old, 10), *create(untouched, 20)], {"topic": 21})
+    registry = TableRegistry(sql, locator, "g")
+    job = Applier(DeltaWriter(sql, locator), Tombstones(sql, locator), registry=registry)
+    job.apply([insert(old, 30, 2), *create(new, 40)], {"topic": 41})
+    assert registry.tables() == [new, old]
+    registry_versions = sql.spark.sql(f"DESCRIBE HISTORY {registry.sql_name}").count()
+    job.apply([insert(old, 50, 3), insert(new, 51, 3)], {"topic": 51})
+    assert sql.spark.sql(f"DESCRIBE HISTORY {registry.sql_name}").count() == registry_versions
