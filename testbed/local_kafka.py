@@ -176,7 +176,9 @@ class LocalKafka:
         libs = fetch_broker_jars()
         config = self._write_config()
         if not (self.data_dir / "log" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = "-"
+            while cluster_id.startswith("-"):  # the tool would take a leading "-" for an option (1 in 64)
+                cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             formatted = subprocess.run(
                 self._java_command(libs, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)),
                 capture_output=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -40,6 +41,15 @@ def pytest_runtest_makereport(item, call):
 
 # Delta tables already compared (or left alone), by directory: the newest commit seen.
 _SEEN_TABLES: dict[Path, str] = {}
+# What the read-back cost: tables compared, seconds.
+_READ_BACK = [0, 0.0]
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _READ_BACK[0]:
+        terminalreporter.write_line(
+            f"delta-rs read-back: {_READ_BACK[0]} tables compared with Spark's read in {_READ_BACK[1]:.1f} s"
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -68,8 +78,11 @@ def delta_rs_reads_every_table(request, tmp_path_factory):
     if not changed or request.node.get_closest_marker("spark_only_tables") is not None:
         return
     spark = request.getfixturevalue("spark")
+    started = time.perf_counter()
     for table in changed:
         assert_delta_rs_reads_as_spark(spark, table)
+    _READ_BACK[0] += len(changed)
+    _READ_BACK[1] += time.perf_counter() - started
 
 
 @pytest.fixture(scope="session")
