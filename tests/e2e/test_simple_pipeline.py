@@ -355,8 +355,10 @@ def test_continuous_mode_applies_new_data_and_stops_cleanly(spark, kafka, tmp_pa
     def wait_for_rows(count: int) -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if (tmp_path / "shop" / "items").exists() and table_frame(spark, target, "shop", "items").count() == count:
-                return
+            # The folder appears before the table's first commit: wait for that commit.
+            if any((tmp_path / "shop" / "items" / "_delta_log").glob("*.json")):
+                if table_frame(spark, target, "shop", "items").count() == count:
+                    return
             time.sleep(1)
         raise AssertionError(f"the table never reached {count} rows")
 
