@@ -4,7 +4,8 @@ stands), `ticdc-delta replay-dead-letters` (after fixing their cause), and
 
 Exit status: 0 done, 2 bad configuration, 3 bad input under the `fail`
 policy (the message is named), 4 some dead letters were refused by
-`replay-dead-letters` (each is printed with its reason), 1 anything else.
+`replay-dead-letters` (each is printed with its reason), 6 Kafka unreachable
+for longer than `kafka.unreachable_timeout_seconds`, 1 anything else.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 import threading
 
 from jobs import config as config_module
-from schema_cache.exceptions import ConfigError, DecodeError, MaterializerError
+from schema_cache.exceptions import ConfigError, DecodeError, KafkaUnreachableError, MaterializerError
 
 log = logging.getLogger("ticdc_delta")
 
@@ -157,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     except DecodeError as err:
         log.error("%s (policy.on_bad_message = fail; set it to dead-letter to divert such messages)", err)
         return 3
+    except KafkaUnreachableError as err:
+        log.error("%s", err)
+        return 6
     except MaterializerError as err:
         log.error("%s", err)
         return 1

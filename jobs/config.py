@@ -43,6 +43,8 @@ class KafkaConfig:
     topics: tuple[str, ...] = ()
     group_id: str = "ticdc-delta"
     start_from: str = "earliest"
+    # How long the job waits for an unreachable Kafka before it stops with an error (exit status 6).
+    unreachable_timeout_seconds: float = 300.0
     # librdkafka passthrough (security.protocol, sasl.*, ssl.*, ...)
     properties: Mapping[str, str] = field(default_factory=dict)
 
@@ -57,6 +59,7 @@ class KafkaConfig:
         if not self.group_id:
             raise ConfigError("kafka.group_id: required")
         require_choice("kafka.start_from", self.start_from, START_POSITIONS)
+        require_positive("kafka.unreachable_timeout_seconds", self.unreachable_timeout_seconds)
         managed = sorted(_MANAGED_KAFKA_PROPERTIES & set(self.properties))
         if managed:
             raise ConfigError(

@@ -19,7 +19,7 @@ from confluent_kafka import TopicPartition as KafkaPartition
 
 from jobs.config import KafkaConfig
 from schema_cache.events import RawMessage, TopicPartition
-from schema_cache.exceptions import SourceError
+from schema_cache.exceptions import KafkaUnreachableError, SourceError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,9 @@ _COORDINATOR_MOVING = {
     KafkaError._WAIT_COORD,
     KafkaError._TIMED_OUT,
 }
+# librdkafka's reports that it reaches no broker (it keeps reconnecting on its own).
+_NO_BROKER = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE}
+_PROBE_TIMEOUT = 1.0
 T = TypeVar("T")
 
 
@@ -47,10 +50,56 @@ class KafkaSource:
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": config.start_from,
+                "error_cb": self._on_error,
             }
         )
         self._next: dict[TopicPartition, int] = {}
         self._end: dict[TopicPartition, int] = {}
+        self._unreachable_since: float | None = None  # monotonic time of the first "no broker" report
+
+    # --- reachability -------------------------------------------------------------------------
+
+    def _on_error(self, error: KafkaError) -> None:
+        # Served by librdkafka inside poll/consume, on the calling thread.
+        if error.code() in _NO_BROKER:
+            self._mark_unreachable(error.str())
+        else:
+            log.warning("Kafka: %s", error)
+
+    def _mark_unreachable(self, reason: str) -> None:
+        if self._unreachable_since is None:
+            self._unreachable_since = time.monotonic()
+            log.warning(
+                "Kafka at %s unreachable (%s); waiting for it up to %gs (kafka.unreachable_timeout_seconds)",
+                self._config.bootstrap_servers, reason, self._config.unreachable_timeout_seconds,
+            )
+
+    def waiting_for_broker(self) -> bool:
+        """True while no broker answers: an empty poll then is an outage, not the end of the stream.
+
+        Raises KafkaUnreachableError once that lasted longer than the configured limit.
+        """
+        return self._unreachable_since is not None and self._in_outage()
+
+    def _in_outage(self) -> bool:
+        """Ask a broker now: True while none answers (raising past the limit), False once one does."""
+        try:
+            self._consumer.list_topics(timeout=_PROBE_TIMEOUT)  # answered only by a reachable broker
+        except KafkaException as err:
+            self._mark_unreachable(str(err))
+            down = time.monotonic() - self._unreachable_since
+            if down > self._config.unreachable_timeout_seconds:
+                raise KafkaUnreachableError(
+                    f"Kafka at {self._config.bootstrap_servers} unreachable for {down:.0f}s "
+                    f"(kafka.unreachable_timeout_seconds = {self._config.unreachable_timeout_seconds:g}); "
+                    "stopping: what was applied is checkpointed, nothing after it was committed"
+                ) from None
+            return True
+        if self._unreachable_since is not None:
+            log.info("Kafka at %s reachable again after %.0fs", self._config.bootstrap_servers,
+                     time.monotonic() - self._unreachable_since)
+            self._unreachable_since = None
+        return False
 
     def partitions(self) -> dict[str, list[int]]:
         try:
@@ -66,15 +115,20 @@ class KafkaSource:
         return found
 
     def _retrying(self, what: str, call: Callable[[], T]) -> T:
-        """`call`, again while Kafka answers with a retriable error (a coordinator still loading, ...)."""
-        deadline = time.monotonic() + _METADATA_TIMEOUT
+        """`call`, again while Kafka answers with a retriable error: a coordinator still loading (for up to
+        30 s), or no broker at all (for up to `kafka.unreachable_timeout_seconds`)."""
+        started = time.monotonic()
         while True:
             try:
                 return call()
             except KafkaException as err:
                 error = err.args[0] if err.args else None
                 retriable = isinstance(error, KafkaError) and (error.retriable() or error.code() in _COORDINATOR_MOVING)
-                if not retriable or time.monotonic() >= deadline:
+                if not retriable:
+                    raise SourceError(f"cannot {what} at {self._config.bootstrap_servers}: {err}") from err
+                # error_cb is not served inside every call (a commit): ask a broker directly.
+                outage = self._in_outage()  # raises once no broker answered for too long
+                if not outage and time.monotonic() - started >= _METADATA_TIMEOUT:
                     raise SourceError(f"cannot {what} at {self._config.bootstrap_servers}: {err}") from err
                 log.info("Kafka: %s; retrying", err)
                 time.sleep(0.5)
@@ -133,7 +187,10 @@ class KafkaSource:
         out = []
         append = out.append
         last: dict[tuple[str, int], int] = {}
-        for message in self._consumer.consume(num_messages=max_messages, timeout=timeout):
+        messages = self._consumer.consume(num_messages=max_messages, timeout=timeout)
+        if messages:
+            self._unreachable_since = None
+        for message in messages:
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:

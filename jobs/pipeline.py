@@ -203,8 +203,9 @@ class Pipeline:
             summary, dead_letters = self._process(messages, result)
             if messages or summary:
                 self._record(len(messages), summary, dead_letters, result, began, spent)
-            # Idle means polls that brought nothing: a batch that takes long to apply is not idleness.
-            if messages:
+            # Idle means polls that brought nothing: a batch that takes long to apply is not idleness,
+            # nor is a broker that does not answer (the source raises once that lasts too long).
+            if messages or self._source.waiting_for_broker():
                 last_message_at = time.monotonic()
             if until_idle and self._source.caught_up():
                 break

@@ -66,27 +66,37 @@ class ColumnCodec:
 _CONVERSION_ERRORS = (ValueError, TypeError, ArithmeticError, OverflowError, KeyError, IndexError, InvalidMessage)
 
 
-def _compiled(fields: Sequence[str], converters: Sequence[Converter], keep: Sequence[int]) -> Callable:
-    """A function from a wire row to a tuple of all columns, of which only positions `keep` are read.
+def _null_key(field: str) -> None:
+    # MERGE finds a row by its key: a NULL key matches no row, so an insert would add a row no later
+    # change can find and a delete would remove nothing. Handle keys are NOT NULL upstream.
+    raise InvalidMessage(f"key column {field!r} is missing or NULL")
+
+
+def _compiled(fields: Sequence[str], converters: Sequence[Converter], keep: Sequence[int], required: Sequence[int]) -> Callable:
+    """A function from a wire row to a tuple of all columns, of which only positions `keep` are read
+    and positions `required` (the handle key) must not be NULL.
 
     The hot path of every decoder: generated once per structure so a row costs
     one lookup, one test and one call per column, with no loop. The generated
     text holds only positions; field names and converters are bound as values.
     """
     width = len(fields)
-    params = ", ".join([f"f{i}, c{i}" for i in keep] + ["_"])
+    params = ", ".join([f"f{i}, c{i}" for i in keep] + ["null_key"])
     lines = [f"def bind({params}):", "    def row(values):", "        get = values.get"]
     for i in keep:
         lines.append(f"        v{i} = get(f{i})")
         lines.append(f"        if v{i} is not None:")
         lines.append(f"            v{i} = c{i}(v{i})")
+        if i in required:
+            lines.append(f"        if v{i} is None:")
+            lines.append(f"            null_key(f{i})")
     items = [f"v{i}" if i in keep else "None" for i in range(width)]
     lines.append(f"        return ({', '.join(items)}{',' if width == 1 else ''})")
     lines.append("    return row")
     namespace: dict = {}
     exec("\n".join(lines), namespace)  # noqa: S102 - text built from integers only
     bound = [value for i in keep for value in (fields[i], converters[i])]
-    return namespace["bind"](*bound, None)
+    return namespace["bind"](*bound, _null_key)
 
 
 class RowCodec:
@@ -101,8 +111,9 @@ class RowCodec:
         self._fields = tuple(c.field or c.name for c in self.columns)
         self._converters = tuple(c.reader(c, context) for c in self.columns)
         everything = range(len(self.columns))
-        self._row = _compiled(self._fields, self._converters, everything)
-        self._key_row = _compiled(self._fields, self._converters, schema.key_indexes())
+        key = schema.key_indexes()
+        self._row = _compiled(self._fields, self._converters, everything, key)
+        self._key_row = _compiled(self._fields, self._converters, key, key)
         self._key_fields = tuple(self._fields[i] for i in schema.key_indexes())
 
     @classmethod
@@ -122,6 +133,10 @@ class RowCodec:
         missing = [k for k in key if k not in names]
         if missing:
             raise InvalidMessage(f"key columns {missing} are not columns of {table}")
+        # Upstream names are unique ignoring case (TiDB's rule, and Spark's: it could not create the
+        # table); a key naming a column twice would also make the generated row function invalid Python.
+        if len({n.lower() for n in names}) != len(columns) or len(set(key)) != len(key):
+            raise InvalidMessage(f"{table} names a column twice (columns or key {list(key)})")
         schema = TableSchema(table, tuple(c.column(context) for c in columns), key, table_id, version)
         return cls(schema, columns, context)
 

@@ -11,7 +11,11 @@ import re
 
 from schema_cache.events import TableName
 
-_NAME = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
+# A name starts where no other name character or backquote stands before it, and is at most 64
+# characters long (MySQL's identifier limit; a quoted one counts a doubled backquote once). Without
+# both, a long run of name characters made the search try every start with every length: quadratic,
+# minutes for a 100 KB statement from a hostile or corrupt message.
+_NAME = r"(?<![A-Za-z0-9_$`])(?:`(?:[^`]|``){1,64}`|[A-Za-z0-9_$]{1,64})"
 _QUALIFIED = rf"({_NAME})(?:\s*\.\s*({_NAME}))?"
 _RENAME_TABLES = re.compile(r"\bRENAME\s+TABLES?\s+(.*)", re.IGNORECASE | re.DOTALL)
 _RENAME_PAIR = re.compile(rf"{_QUALIFIED}\s+TO\s+{_QUALIFIED}", re.IGNORECASE)

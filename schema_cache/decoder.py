@@ -95,6 +95,23 @@ def decoding(message: RawMessage, decode: Callable[[RawMessage], list[Event]]) -
         raise DecodeError.about(message, f"{type(err).__name__}: {err}") from err
 
 
+# TiDB's commitTs is a 64-bit TSO (physical milliseconds << 18) that stays below 2^63 for millennia;
+# Delta records it as a signed 64-bit number (txnVersion, the product's BIGINT columns).
+MAX_COMMIT_TS = (1 << 63) - 1
+
+
+def read_commit_ts(value: object) -> int:
+    """A message's commitTs (or watermark), refused unless Delta can record it.
+
+    A negative or oversized one would pass decoding and then fail the batch's commit, stopping the
+    job instead of being dead-lettered as the bad input it is; a fraction would be cut silently.
+    """
+    commit_ts = int(value)
+    if 0 <= commit_ts <= MAX_COMMIT_TS and (value.__class__ is not float or commit_ts == value):
+        return commit_ts
+    raise InvalidMessage(f"commitTs {value!r} is not a TiDB timestamp (0 to 2^63-1)")
+
+
 def require_handle_key(schema: TableSchema) -> None:
     """Reject a row change of a table without a handle key.
 

@@ -83,6 +83,10 @@ class SourceError(MaterializerError):
     """Kafka could not be read."""
 
 
+class KafkaUnreachableError(SourceError):
+    """No Kafka broker answered for longer than `kafka.unreachable_timeout_seconds`."""
+
+
 class RegistryError(MaterializerError):
     """The schema registry refused a request (authentication, permissions, bad request)."""
 

@@ -179,8 +179,15 @@ def spark_type(t: TiDBType, options: TypeOptions = DEFAULT_OPTIONS) -> str:
         precision = t.length if t.length and t.length > 0 else _DEFAULT_DECIMAL_PRECISION
         if precision > MAX_SPARK_DECIMAL_PRECISION:
             return "DOUBLE" if options.wide_decimal == "double" else "STRING"
-        return f"DECIMAL({precision},{t.scale or 0})"
+        scale = t.scale or 0
+        if not 0 <= scale <= precision:
+            # Spark cannot create such a column (TiDB cannot either): bad input, not a failed CREATE TABLE later.
+            raise ValueConversionError(f"DECIMAL({precision},{scale}): the scale must be between 0 and the precision")
+        return f"DECIMAL({precision},{scale})"
     if t.name == "bit":
+        if (t.length or 1) > 64:
+            # MySQL's BIT stops at 64 bits; a larger width would make `bit = "binary"` allocate its bytes per value.
+            raise ValueConversionError(f"BIT({t.length}): at most 64 bits")
         if options.bit == "binary":
             return "BINARY"
         return "DECIMAL(20,0)" if (t.length or 1) >= 64 else "BIGINT"
@@ -202,19 +209,79 @@ def spark_type(t: TiDBType, options: TypeOptions = DEFAULT_OPTIONS) -> str:
 Converter = Callable[[object], object]
 
 
-def _to_int(text: object) -> int:
-    return int(text)
+# Every converter returns a value its Spark type holds unchanged, or raises: PySpark would refuse an
+# integer out of range only when the batch is applied (stopping the job, where a bad message should
+# be dead-lettered), and would silently turn an overflowing DECIMAL into NULL and a FLOAT beyond
+# float32 into infinity. TiDB never sends such values; hostile or corrupt messages can.
 
 
-def _to_decimal(text: object) -> decimal.Decimal:
-    value = decimal.Decimal(text if text.__class__ is str else str(text))
-    if not value.is_finite():
-        raise ValueConversionError(f"not a finite decimal: {text!r}")
-    return value
+def _integer_converter(spark: str, bits: int) -> Converter:
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+    def convert(text: object) -> int:
+        value = int(text)
+        if low <= value <= high and (text.__class__ is not float or value == text):  # a fraction int() would cut
+            return value
+        raise ValueConversionError(f"{text!r} is not a {spark} value")
+
+    return convert
+
+
+_DECIMAL_TYPE = re.compile(r"DECIMAL\((\d+),(\d+)\)")
+
+
+def decimal_fit(spark: str) -> Callable[[decimal.Decimal], decimal.Decimal]:
+    """A check that a Decimal is finite and fits the Spark `DECIMAL(p,s)` type `spark` exactly; returns it."""
+    precision, scale = map(int, _DECIMAL_TYPE.fullmatch(spark).groups())
+    whole_digits = precision - scale
+    quantum = decimal.Decimal(1).scaleb(-scale)
+
+    def fit(value: decimal.Decimal) -> decimal.Decimal:
+        # The usual case, cheap: exactly `scale` decimals, as TiCDC writes them (NaN and infinity
+        # are never of the same quantum, so they take the slow path).
+        if value.adjusted() < whole_digits and value.same_quantum(quantum):
+            return value
+        if not value.is_finite():
+            raise ValueConversionError(f"not a finite decimal: {value}")
+        _, digits, exponent = value.as_tuple()
+        # Digits below the scale would be rounded away (trailing zeros are harmless); the
+        # exponent arithmetic stays cheap for values like 1E-999999999.
+        if exponent < -scale and any(digits[exponent + scale :]):
+            raise ValueConversionError(f"{value} has more than {scale} decimal places ({spark})")
+        if value and value.adjusted() >= whole_digits:
+            raise ValueConversionError(f"{value} has more than {whole_digits} integer digits ({spark})")
+        return value
+
+    return fit
+
+
+def _decimal_converter(spark: str) -> Converter:
+    fit = decimal_fit(spark)
+    new = decimal.Decimal
+
+    def convert(text: object) -> decimal.Decimal:
+        return fit(new(text if text.__class__ is str else str(text)))  # fit refuses NaN and infinity
+
+    return convert
+
+
+# Doubles from here up round to infinity as float32 (float32's largest value plus half a step):
+# TiDB's own text of FLOAT's maximum, 3.4028235e+38, lies just above that maximum and below this.
+_FLOAT32_OVERFLOW = (2 - 2**-24) * 2.0**127
 
 
 def _to_float(text: object) -> float:
-    return float(text)
+    value = float(text)
+    if value - value != 0.0:  # NaN or infinity (x - x is 0.0 for every finite x)
+        raise ValueConversionError(f"{text!r} is not a finite number (TiDB has no NaN or infinity)")
+    return value
+
+
+def _to_float32(text: object) -> float:
+    value = _to_float(text)
+    if -_FLOAT32_OVERFLOW < value < _FLOAT32_OVERFLOW:
+        return value
+    raise ValueConversionError(f"{text!r} is outside FLOAT's range")
 
 
 # The text of a value; a str is returned as it is.
@@ -245,14 +312,17 @@ _from_iso = dt.datetime.fromisoformat
 def parse_wall_clock(text: str) -> dt.datetime:
     """MySQL's DATETIME / TIMESTAMP text (`2026-01-02 03:04:05[.f]`, any fraction width), zone-less."""
     try:
-        return _from_iso(text)
+        wall = _from_iso(text)
     except ValueError:
-        pass
-    # Python 3.10 accepts only 3 or 6 fractional digits; TiDB writes the column's precision.
-    head, dot, fraction = text.partition(".")
-    if dot and fraction.isdigit() and len(fraction) <= 6:
-        return _from_iso(f"{head}.{fraction.ljust(6, '0')}")
-    raise ValueError(f"not a date and time: {text!r}")
+        # Python 3.10 accepts only 3 or 6 fractional digits; TiDB writes the column's precision.
+        head, dot, fraction = text.partition(".")
+        if not (dot and fraction.isdigit() and len(fraction) <= 6):
+            raise ValueError(f"not a date and time: {text!r}") from None
+        wall = _from_iso(f"{head}.{fraction.ljust(6, '0')}")
+    if wall.tzinfo is not None:
+        # MySQL's text never has one; taking it as a wall clock in another zone would shift the instant.
+        raise ValueError(f"a date and time with a UTC offset: {text!r}")
+    return wall
 
 
 def _wall_clock_or_none(text: str, policy: str) -> dt.datetime | None:
@@ -273,7 +343,8 @@ def _zone(name: str) -> dt.tzinfo:
         return _UTC
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as err:
+    except (ZoneInfoNotFoundError, ValueError, OSError) as err:
+        # OSError: a name that is a folder of the zone database ("America") or too long for a file name.
         raise ValueConversionError(f"unknown time zone {name!r}") from err
 
 
@@ -282,7 +353,9 @@ def timestamp_in_zone(text: str, zone_name: str, options: TypeOptions = DEFAULT_
     zone = _zone(zone_name)
     if zone is _UTC:
         try:
-            return _from_iso(text + "+00:00")  # the common case, inline: replace() costs 5x the parse
+            instant = _from_iso(text + "+00:00")  # the common case, inline: replace() costs 5x the parse
+            if instant.tzinfo is not None:  # a date alone parses too, but CPython drops the offset then
+                return instant
         except (ValueError, TypeError):
             pass
     wall = _wall_clock_or_none(str(text), options.zero_date)
@@ -316,18 +389,24 @@ def _temporal_converter(name: str, target: str, options: TypeOptions) -> Convert
 
         def as_instant(value: object) -> dt.datetime | None:
             try:
-                return _from_iso(value + "+00:00")  # the common case, inline: replace() costs 5x the parse
+                instant = _from_iso(value + "+00:00")  # the common case, inline: replace() costs 5x the parse
+                if instant.tzinfo is not None:  # a date alone parses too, but CPython drops the offset then
+                    return instant
             except (ValueError, TypeError):
-                wall = _wall_clock_or_none(str(value), policy)
-                return None if wall is None else wall.replace(tzinfo=_UTC)
+                pass
+            wall = _wall_clock_or_none(str(value), policy)
+            return None if wall is None else wall.replace(tzinfo=_UTC)
 
         return as_instant
 
     def as_wall_clock(value: object) -> dt.datetime | None:
         try:
-            return _from_iso(value)  # the common case, inline
+            wall = _from_iso(value)  # the common case, inline
+            if wall.tzinfo is None:
+                return wall
         except (ValueError, TypeError):
-            return _wall_clock_or_none(str(value), policy)
+            pass
+        return _wall_clock_or_none(str(value), policy)  # refuses a UTC offset: DATETIME has none
 
     return as_wall_clock
 
@@ -341,6 +420,8 @@ def _time_to_microseconds(value: object) -> int:
         raise ValueConversionError(f"not a TIME value: {value!r}")
     sign, hours, minutes, seconds, fraction = match.groups()
     micros = ((int(hours) * 60 + int(minutes)) * 60 + int(seconds)) * 1_000_000 + int((fraction or "").ljust(6, "0"))
+    if micros >= 1 << 63:  # TiDB's TIME stops at 838:59:59; the BIGINT column at 2^63 microseconds
+        raise ValueConversionError(f"TIME {value!r} is outside BIGINT microseconds")
     return -micros if sign else micros
 
 
@@ -360,10 +441,9 @@ def _enum_converter(t: TiDBType) -> Converter:
         position = int(index)
         if position == 0:
             return ""  # MySQL's "invalid value" member, shown as the empty string
-        try:
+        if 0 < position <= len(elements):  # not elements[-1] for a negative index
             return elements[position - 1]
-        except IndexError:
-            raise ValueConversionError(f"enum index {position} outside {len(elements)} members") from None
+        raise ValueConversionError(f"enum index {position} outside {len(elements)} members")
 
     return convert
 
@@ -381,11 +461,11 @@ def _set_converter(t: TiDBType) -> Converter:
 
 
 _CONVERTERS_BY_SPARK_TYPE: dict[str, Converter] = {
-    "TINYINT": _to_int,
-    "SMALLINT": _to_int,
-    "INT": _to_int,
-    "BIGINT": _to_int,
-    "FLOAT": _to_float,
+    "TINYINT": _integer_converter("TINYINT", 8),
+    "SMALLINT": _integer_converter("SMALLINT", 16),
+    "INT": _integer_converter("INT", 32),
+    "BIGINT": _integer_converter("BIGINT", 64),
+    "FLOAT": _to_float32,
     "DOUBLE": _to_float,
     "STRING": _to_str,
     "VARIANT": _to_str,  # JSON text; the writer parses it into a VARIANT
@@ -413,7 +493,7 @@ def text_converter(t: TiDBType, options: TypeOptions = DEFAULT_OPTIONS) -> Conve
     if t.name == "bit" and target == "BINARY":
         return _bit_to_bytes(t)
     if target.startswith("DECIMAL"):
-        return _to_decimal
+        return _decimal_converter(target)
     return _CONVERTERS_BY_SPARK_TYPE[target]
 
 

@@ -25,7 +25,7 @@ from schema_cache.canal.mysql_type import parse_mysql_type
 from schema_cache.canal.options import CanalJsonOptions
 from schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, text_value
 from schema_cache.ddl_text import renamed_from
-from schema_cache.decoder import SelfDescribing, require_handle_key
+from schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
 from schema_cache.events import Event, Op, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName, Watermark
 from schema_cache.exceptions import InvalidMessage
 from schema_cache.large_messages import handle_key_only
@@ -82,7 +82,7 @@ class CanalJsonDecoder(SelfDescribing):
         body = self._body(message.value)
         extension = body.get("_tidb") or {}
         if body.get("type") == "TIDB_WATERMARK":
-            return [Watermark(int(extension["watermarkTs"]), message.position)]
+            return [Watermark(read_commit_ts(extension["watermarkTs"]), message.position)]
         if body.get("isDdl"):
             return self._schema_change(message, body, extension)
         location = extension.get("claimCheckLocation")
@@ -113,7 +113,7 @@ class CanalJsonDecoder(SelfDescribing):
                 old = (body.get("old") or [{}])[0] or {}
                 # `old` may hold only changed columns (only-output-updated-columns).
                 before = codec.key_row(old if codec.has_key_fields(old) else {**data, **old})
-        commit_ts = int(extension.get("commitTs") or 0)
+        commit_ts = read_commit_ts(extension.get("commitTs") or 0)
         return RowChange(table, commit_ts, kind, before, after, codec.schema, message.position)
 
     def _structure(
@@ -136,7 +136,7 @@ class CanalJsonDecoder(SelfDescribing):
         kind = _DDL_KINDS.get(str(body.get("type")), SchemaChangeKind.OTHER)
         table = TableName(database, table_name)
         previous = renamed_from(statement, database, table) if kind is SchemaChangeKind.RENAME else None
-        commit_ts = int(extension.get("commitTs") or 0)
+        commit_ts = read_commit_ts(extension.get("commitTs") or 0)
         # No structure travels with canal-json DDL: the next rows carry it.
         return [SchemaChange(table, commit_ts, kind, None, message.position, statement, previous_name=previous)]
 

@@ -143,6 +143,15 @@ def _bit_value(value: object) -> int:
     return int.from_bytes(base64.b64decode(str(value)), "little")
 
 
+def _zoned_instant(value: object) -> dt.datetime:
+    instant = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if instant.tzinfo is None:
+        # TiCDC writes TIMESTAMP in UTC ending in Z; without a zone the instant is unknown (Spark
+        # would take the session's zone).
+        raise InvalidMessage(f"TIMESTAMP {value!r} without a UTC offset")
+    return instant
+
+
 def debezium_value(column: ColumnCodec, context: ValueContext) -> Converter:
     """A value as TiCDC's debezium codec writes it; `column.hint` is the Connect semantic name, if any."""
     tidb = column.tidb
@@ -159,7 +168,7 @@ def debezium_value(column: ColumnCodec, context: ValueContext) -> Converter:
             return lambda v: str(read(v))
         return read
     if name == "timestamp":
-        return lambda v: dt.datetime.fromisoformat(str(v).replace("Z", "+00:00"))
+        return _zoned_instant
     if name == "time":
         if target == "BIGINT":
             return int
@@ -173,10 +182,12 @@ def debezium_value(column: ColumnCodec, context: ValueContext) -> Converter:
     if types.is_binary(tidb):
         return lambda v: base64.b64decode(str(v))
     if name == "decimal" and target.startswith("DECIMAL"):
-        # A float64 upstream: rounded back to the column's scale (see the README's caveat).
+        # A float64 upstream: rounded back to the column's scale (see the README's caveat), and
+        # checked against the precision as every protocol's decimals are (types.decimal_fit).
         step = decimal.Decimal(1).scaleb(-(tidb.scale or 0))
         context_80 = decimal.Context(prec=80)
-        return lambda v: context_80.quantize(decimal.Decimal(repr(float(v))), step)
+        fit = types.decimal_fit(target)
+        return lambda v: fit(context_80.quantize(decimal.Decimal(repr(float(v))), step))
     if name == "decimal":
-        return lambda v: text(repr(float(v))) if target == "STRING" else float(v)
+        return lambda v: text(repr(float(v)))  # STRING, or DOUBLE checked by the shared converter
     return text

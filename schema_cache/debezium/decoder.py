@@ -26,7 +26,7 @@ import orjson
 from schema_cache.codec import ColumnCodec, RowCodec, ValueContext, column_default
 from schema_cache.debezium.columns import debezium_value, resolve_type
 from schema_cache.debezium.options import DebeziumOptions
-from schema_cache.decoder import decoding, require_handle_key
+from schema_cache.decoder import decoding, read_commit_ts, require_handle_key
 from schema_cache.events import Event, Op, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName, Watermark
 from schema_cache.exceptions import DecodeError, InvalidMessage
 from schema_cache.parking import ParkedMessage, ParkingLot
@@ -114,7 +114,7 @@ class DebeziumDecoder:
         payload = envelope["payload"]
         op = payload.get("op")
         if op == "m":
-            return [Watermark(int(payload["source"]["commit_ts"]), message.position)]
+            return [Watermark(read_commit_ts(payload["source"]["commit_ts"]), message.position)]
         if op in ("c", "u", "d"):
             return self._row_change(message, envelope)
         if op is None:
@@ -130,12 +130,16 @@ class DebeziumDecoder:
         described = self._described.get(table)
         if fields is None and described is None:
             log.info("parking %s: %s not described yet (schemas are disabled)", message.position, table)
-            self._parking.park(table, message, table, int(source["commit_ts"]))
+            self._parking.park(table, message, table, read_commit_ts(source["commit_ts"]))
             return []
         structure = self._structure(table, fields, described, tuple(key))
         require_handle_key(structure.schema)
         op = payload["op"]
         old, new = payload.get("before"), payload.get("after")
+        if new is None and op != "d":
+            # An insert or update is applied as its new row image; without one it would pass decoding
+            # and fail the batch (the applier reads the image), instead of being dead-lettered.
+            raise InvalidMessage(f"op {op!r} without its new row image (`after` is null)")
         before = None if old is None else structure.key_row(old)
         after = None if new is None else structure.row(new)
         if op == "c":
@@ -147,7 +151,7 @@ class DebeziumDecoder:
         else:
             # Without output-old-value there is no `before`: an upsert of the new image.
             kind = Op.UPDATE if before is not None else Op.UPSERT
-        return [RowChange(table, int(source["commit_ts"]), kind, before, after, structure.schema, message.position)]
+        return [RowChange(table, read_commit_ts(source["commit_ts"]), kind, before, after, structure.schema, message.position)]
 
     def _key(self, message: RawMessage) -> dict:
         if not message.key:
@@ -216,7 +220,7 @@ class DebeziumDecoder:
 
     def _schema_change(self, message: RawMessage, payload: Mapping[str, object]) -> list[Event]:
         source = payload["source"]
-        commit_ts = int(source["commit_ts"])
+        commit_ts = read_commit_ts(source["commit_ts"])
         statement = str(payload.get("ddl") or "")
         changes = payload.get("tableChanges") or []
         table_name = str(source.get("table") or "")

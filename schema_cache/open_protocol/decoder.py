@@ -27,7 +27,7 @@ import orjson
 from schema_cache import types
 from schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, text_value
 from schema_cache.ddl_text import renamed_from
-from schema_cache.decoder import SelfDescribing, require_handle_key
+from schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
 from schema_cache.events import (
     Event,
     Op,
@@ -160,7 +160,7 @@ class OpenProtocolDecoder(SelfDescribing):
         for key, value in self._pairs(message.key, message.value):
             kind = key.get("t")
             if kind == RESOLVED:
-                events.append(Watermark(int(key["ts"]), message.position))
+                events.append(Watermark(read_commit_ts(key["ts"]), message.position))
             elif kind == DDL:
                 events.extend(self._schema_change(message, key, orjson.loads(self._large.value(value))))
             elif kind == ROW:
@@ -178,7 +178,7 @@ class OpenProtocolDecoder(SelfDescribing):
             raise handle_key_only()
         body = orjson.loads(self._large.value(value))
         table = TableName(str(key["scm"]), str(key["tbl"]))
-        commit_ts = int(key["ts"])
+        commit_ts = read_commit_ts(key["ts"])
         if "d" in body:
             codec = self._structure(table, body["d"])
             require_handle_key(codec.schema)
@@ -216,7 +216,7 @@ class OpenProtocolDecoder(SelfDescribing):
         kind = _ACTIONS.get(int(value.get("t") or 0), SchemaChangeKind.ALTER)
         table = TableName(str(key["scm"]), str(key["tbl"]))
         previous = renamed_from(statement, table.database, table) if kind is SchemaChangeKind.RENAME else None
-        return [SchemaChange(table, int(key["ts"]), kind, None, message.position, statement, previous_name=previous)]
+        return [SchemaChange(table, read_commit_ts(key["ts"]), kind, None, message.position, statement, previous_name=previous)]
 
 
 def _tidb_type(name: str, code: int, flags: int) -> types.TiDBType:

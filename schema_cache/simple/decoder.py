@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 import orjson
 
 from schema_cache.codec import RowCodec, ValueContext
-from schema_cache.decoder import decoding, require_handle_key
+from schema_cache.decoder import decoding, read_commit_ts, require_handle_key
 from schema_cache.events import (
     Event,
     Op,
@@ -76,7 +76,6 @@ class SimpleDecoder:
         self._context = ValueContext(types)
         self._schemas: dict[SchemaKey, RowCodec] = {}
         self._raw_schemas: dict[SchemaKey, Mapping[str, object]] = {}
-        self._names_by_id: dict[int, TableName] = {}
         wait = options.schema_wait_seconds
         self._parking = ParkingLot(
             wait,
@@ -137,7 +136,7 @@ class SimpleDecoder:
         if kind in _DML_OPS:
             return self._row_change(body, message)
         if kind == "WATERMARK":
-            return [Watermark(int(body["commitTs"]), message.position)]
+            return [Watermark(read_commit_ts(body["commitTs"]), message.position)]
         if kind == "BOOTSTRAP":
             return self._learn(body["tableSchema"])
         if kind in _DDL_KINDS:
@@ -161,7 +160,7 @@ class SimpleDecoder:
         if cached is None:
             table = TableName(key[0], key[1])
             log.info("parking %s: schema %s version %d not known yet", message.position, table, key[2])
-            self._parking.park(key, message, table, int(body["commitTs"]))
+            self._parking.park(key, message, table, read_commit_ts(body["commitTs"]))
             return []
         schema = cached.schema
         require_handle_key(schema)
@@ -175,7 +174,7 @@ class SimpleDecoder:
             after = cached.row(data)
             # TiCDC may omit unchanged columns from `old`; they equal `data`.
             before = cached.key_row(old if cached.has_key_fields(old) else {**data, **old})
-        return [RowChange(schema.name, int(body["commitTs"]), op, before, after, schema, message.position)]
+        return [RowChange(schema.name, read_commit_ts(body["commitTs"]), op, before, after, schema, message.position)]
 
     def _schema_change(self, body: Mapping[str, object], message: RawMessage) -> list[Event]:
         raw_schema = body.get("tableSchema")
@@ -184,7 +183,8 @@ class SimpleDecoder:
             # Database-level DDL (CREATE/DROP DATABASE): no table structure to act on.
             log.warning("ignoring %s at %s: no table schema (%s)", body["type"], message.position, statement)
             return []
-        previous_name = self._names_by_id.get(int(raw_schema.get("tableID") or 0))
+        database, table, version = self._key_of(raw_schema)
+        previous_name = self._name_before(int(raw_schema.get("tableID") or 0), version, TableName(database, table))
         released = self._learn(raw_schema)
         if body.get("preTableSchema"):
             # In current TiCDC this is the other table of EXCHANGE PARTITION, not
@@ -194,7 +194,7 @@ class SimpleDecoder:
         kind = _DDL_KINDS[str(body["type"])]
         change = SchemaChange(
             table=parsed.schema.name,
-            commit_ts=int(body["commitTs"]),
+            commit_ts=read_commit_ts(body["commitTs"]),
             kind=kind,
             schema=parsed.schema,
             position=message.position,
@@ -216,10 +216,26 @@ class SimpleDecoder:
             parsed = parse_table_schema(raw_schema, self._context)
             self._schemas[key] = parsed
             self._raw_schemas[key] = raw_schema
-            if parsed.schema.table_id:
-                self._names_by_id[parsed.schema.table_id] = parsed.schema.name
             self._forget_old_versions(key[:2])
         return key
+
+    def _name_before(self, table_id: int, version: int, name: TableName) -> TableName | None:
+        """The name table `table_id` had before a DDL gave it `name` at schema `version` (None: unknown).
+
+        Taken from the newest cached structure of the table up to `version` other than the DDL's own,
+        preferring another name at equal versions (a rename may keep the version). Decided by version,
+        not by what was cached last: a schema cache restored from a checkpoint may already hold the
+        renamed structure (learned before a crash from a DDL the checkpoint did not cover yet), and
+        the DDL's copies on other partitions arrive after it was learned.
+        """
+        if not table_id:
+            return None
+        older = [
+            (key[2], codec.schema.name != name, codec.schema.name)
+            for key, codec in self._schemas.items()
+            if codec.schema.table_id == table_id and key[2] <= version and (codec.schema.name, key[2]) != (name, version)
+        ]
+        return max(older, key=lambda found: found[:2])[2] if older else None
 
     def _forget_old_versions(self, table: tuple[str, str]) -> None:
         versions = sorted(k for k in self._schemas if k[:2] == table)

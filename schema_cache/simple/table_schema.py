@@ -49,7 +49,9 @@ def simple_value(column: ColumnCodec, context: ValueContext) -> Converter:
             location = raw.get("location")
             if location == "UTC":  # the usual case, inline
                 try:
-                    return _from_iso(raw["value"] + "+00:00")  # datetime.replace() costs 5x the parse
+                    instant = _from_iso(raw["value"] + "+00:00")  # datetime.replace() costs 5x the parse
+                    if instant.tzinfo is not None:  # a date alone parses too, but CPython drops the offset then
+                        return instant
                 except (ValueError, TypeError):
                     pass  # a zero date, an odd fraction width, or bad input: the general path says which
             return types.timestamp_in_zone(raw["value"], location or "UTC", options)

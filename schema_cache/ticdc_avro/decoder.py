@@ -23,10 +23,21 @@ import struct
 from collections.abc import Mapping
 
 import fastavro
+from fastavro.schema import SchemaParseException
 
 from schema_cache.codec import RowCodec, ValueContext
-from schema_cache.decoder import SelfDescribing, require_handle_key
-from schema_cache.events import Event, Op, Ordering, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName
+from schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
+from schema_cache.events import (
+    Event,
+    Op,
+    Ordering,
+    RawMessage,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    TableSchema,
+)
 from schema_cache.exceptions import InvalidMessage
 from schema_cache.ticdc_avro.options import AvroOptions
 from schema_cache.ticdc_avro.registry import SchemaRegistry
@@ -46,6 +57,24 @@ def _frame(payload: bytes) -> tuple[int, bytes]:
             f"not Confluent wire format (first byte {payload[:1].hex() or 'missing'}, {len(payload)} bytes)"
         )
     return struct.unpack(">I", payload[1:5])[0], payload[5:]
+
+
+def _refuse_repetition(schema_id: int, schema: object) -> None:
+    """Refuse a schema with arrays or maps: TiCDC's have none, and fastavro reads as many items as a
+    message claims, so two bytes could make it build 2^62 empty records (memory, or a hang)."""
+    waiting = [schema]
+    while waiting:  # iterative: a schema may nest deeper than the recursion limit
+        node = waiting.pop()
+        if isinstance(node, dict):
+            if node.get("type") in ("array", "map"):
+                raise InvalidMessage(f"schema id {schema_id} has an Avro {node['type']}; TiCDC's schemas have none")
+            waiting.extend(node.values())
+        elif isinstance(node, list):
+            waiting.extend(node)
+
+
+def _typed_key(schema: TableSchema) -> list[tuple[str, str]]:
+    return [(schema.columns[i].name, schema.columns[i].spark_type) for i in schema.key_indexes()]
 
 
 class TiCDCAvroDecoder(SelfDescribing):
@@ -83,7 +112,15 @@ class TiCDCAvroDecoder(SelfDescribing):
     def _read(self, schema_id: int, body: bytes) -> Mapping[str, object]:
         parsed = self._parsed_avro.get(schema_id)
         if parsed is None:
-            parsed = self._parsed_avro[schema_id] = fastavro.parse_schema(self._registry.schema(schema_id))
+            schema = self._registry.schema(schema_id)
+            _refuse_repetition(schema_id, schema)
+            try:
+                parsed = fastavro.parse_schema(schema)
+            except SchemaParseException as err:
+                # Not a ValueError, so the decoder boundary would not see bad input in it: the message
+                # names a schema no Avro reader can use, which no retry or restart will change.
+                raise InvalidMessage(f"schema id {schema_id} in the registry is not a valid Avro schema: {err}") from err
+            self._parsed_avro[schema_id] = parsed
         return fastavro.schemaless_reader(io.BytesIO(body), parsed, None)
 
     def _decode(self, message: RawMessage) -> list[Event]:
@@ -93,7 +130,7 @@ class TiCDCAvroDecoder(SelfDescribing):
             key = self._key_schema(key_id).row(self._read(key_id, body))
         value = message.value
         if value is None or value[:1] == bytes([_TICDC_DELETE]):
-            commit_ts = struct.unpack(">Q", value[1:9])[0] if value else 0
+            commit_ts = read_commit_ts(struct.unpack(">Q", value[1:9])[0]) if value else 0
             return self._tombstone(message, key_id, key, commit_ts)
         if value[:1] in (bytes([_TICDC_DDL]), bytes([_TICDC_CHECKPOINT])):
             # avro-enable-watermark (TiCDC testing mode): schema changes come with
@@ -124,7 +161,7 @@ class TiCDCAvroDecoder(SelfDescribing):
                 op, before = Op.UPDATE, table.key_row(old)
         return RowChange(
             table=table.schema.name,
-            commit_ts=int(record.get("_tidb_commit_ts") or 0),
+            commit_ts=read_commit_ts(record.get("_tidb_commit_ts") or 0),
             op=op,
             before=before,
             after=after,
@@ -139,6 +176,12 @@ class TiCDCAvroDecoder(SelfDescribing):
         self._check_topic(message, key_schema.name)
         latest = self._latest.get(key_schema.name)
         schema = self._table_schema(*latest).schema if latest else key_schema
+        if _typed_key(schema) != _typed_key(key_schema):
+            # The key schema does not type the table's key columns as its latest structure does (a key
+            # change not yet seen in a row, or another key schema): the delete goes by its own key
+            # schema, as before any row, so its values keep the types they were read with.
+            schema = key_schema
+        require_handle_key(schema)  # a key schema without fields finds no row
         by_name = dict(zip(key_schema.column_names(), key, strict=True))
         before = tuple(by_name.get(c.name) for c in schema.columns)
         return [RowChange(schema.name, commit_ts, Op.DELETE, before, None, schema, message.position)]
@@ -186,7 +229,7 @@ class TiCDCAvroDecoder(SelfDescribing):
         return [
             SchemaChange(
                 table=name,
-                commit_ts=int(record.get("_tidb_commit_ts") or 0),
+                commit_ts=read_commit_ts(record.get("_tidb_commit_ts") or 0),
                 kind=SchemaChangeKind.ALTER,
                 schema=table.schema,
                 position=message.position,

@@ -38,6 +38,15 @@ _EXTENSION_SPARK_TYPES = {
     "_tidb_corrupted": "BOOLEAN",
     "_tidb_checksum_version": "INT",
 }
+# The Avro types TiCDC gives its extension fields: kept columns take their values as they are read.
+_EXTENSION_AVRO_TYPES = {
+    "_tidb_op": "string",
+    "_tidb_commit_ts": "long",
+    "_tidb_commit_physical_time": "long",
+    "_tidb_row_level_checksum": "string",
+    "_tidb_corrupted": "boolean",
+    "_tidb_checksum_version": "int",
+}
 _UINT64_MASK = (1 << 64) - 1
 
 # tidb_type -> TiDB type name (INT covers TINYINT..INT: TiCDC does not say which).
@@ -182,6 +191,10 @@ def parse_value_schema(
             continue
         if name in EXTENSION_FIELDS:
             if options.keep_extension_columns:
+                declared = _unwrap(field["type"])[0]
+                if declared != _EXTENSION_AVRO_TYPES[name]:
+                    # Taken as read into a column of a fixed Spark type: another Avro type would not fit it.
+                    raise InvalidMessage(f"extension field {name!r} has Avro type {declared!r}, not {_EXTENSION_AVRO_TYPES[name]!r}")
                 columns.append(_extension_column(name))
             continue
         avro_type, nullable = _unwrap(field["type"])

@@ -19,7 +19,10 @@ from nbclient import NotebookClient
 
 from testbed.demo import load_demo
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.one_pair("the notebooks call the product APIs the other tests run on both pairs"),
+]
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 KERNEL = "ticdc-delta-tests"

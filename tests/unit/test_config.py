@@ -73,7 +73,7 @@ def test_comma_separated_topics_from_the_command_line():
         ({**MINIMAL, "types": {"jsn": "variant"}}, r"types.jsn: unknown key; allowed: bigint_unsigned, wide_decimal"),
         ({**MINIMAL, "kafka": {"topics": ["a"], "start_from": "middle"}}, r"kafka.start_from: 'middle' is not allowed; allowed: earliest, latest"),
         ({**MINIMAL, "kafka": {"topics": []}}, r"kafka.topics: at least one topic is required"),
-        ({**MINIMAL, "kafka": {"topics": ["a"], "topic": "b"}}, r"kafka.topic: unknown key; allowed: bootstrap_servers, topics, group_id, start_from, properties"),
+        ({**MINIMAL, "kafka": {"topics": ["a"], "topic": "b"}}, r"kafka.topic: unknown key; allowed: bootstrap_servers, topics, group_id, start_from, unreachable_timeout_seconds, properties"),
         ({**MINIMAL, "kafka": {"topics": ["a"], "properties": {"group.id": "x"}}}, r"kafka.properties: group.id is set by the product"),
         ({**MINIMAL, "target": {"path": "/a", "catalog": "main"}}, r"target: set exactly one of target.path"),
         ({**MINIMAL, "target": {}}, r"target: set exactly one of target.path"),

@@ -282,6 +282,27 @@ def test_rename_table_names_the_previous_table_by_its_table_id():
     assert row.table == TableName("d2", "new")
 
 
+@pytest.mark.parametrize("renamed_version", [5, 7], ids=["version-kept", "version-bumped"])
+def test_rename_table_names_the_previous_table_after_a_restore_that_already_knows_the_new_name(renamed_version):
+    # Setup: a checkpoint's schema cache saved after the RENAME was decoded but before it was applied
+    # (it waited behind the watermark), restored into a fresh decoder that decodes the RENAME again;
+    # then the RENAME's copy from another partition.
+    # Expect: both name the old table (found by a kill test: the job re-created the renamed table empty).
+    writer = SimpleJsonWriter()
+    before = table_schema("d", "old", table_id=42, version=5, columns=[column("id", "int", nullable=False)], primary_key=["id"])
+    after = {**before, "schema": "d2", "table": "new", "version": renamed_version}
+    rename = writer.ddl("RENAME", after, 9, "RENAME TABLE d.old TO d2.new")
+    first = SimpleDecoder()
+    first.decode(message(writer.ddl("CREATE", before, 5, "CREATE TABLE old (id int primary key)")))
+    first.decode(message(rename, offset=1))
+    restored = SimpleDecoder()
+    restored.restore(first.state())
+
+    for partition in (0, 1):
+        (change,) = restored.decode(message(rename, offset=1, partition=partition))
+        assert (change.table, change.previous_name) == (TableName("d2", "new"), TableName("d", "old"))
+
+
 def test_unique_index_gives_a_keyless_table_its_handle_key():
     # Setup: a table without keys, then CREATE UNIQUE INDEX on a NOT NULL column (CINDEX).
     # Expect: rows before are bad input; rows after carry the new handle key.

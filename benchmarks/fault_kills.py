@@ -1,0 +1,402 @@
+"""Kill points: the job SIGKILLed at random points of chosen sites, restarted, and checked against upstream.
+
+A run is one protocol's workload published to a topic of its own, applied into a fresh target by a fresh
+consumer group: the job (`benchmarks.fault_job`, a process group with its Spark JVM) is killed at a random
+site and occurrence, restarted, killed again, ... then restarted without a kill switch until idle. A run
+is equal when every table equals the upstream model (rows and columns, and no other table exists) and no
+table has more Delta versions for one applied point (commitTs, or offsets for the avro protocol) than an
+uninterrupted run of the same workload made (one, or two for ADD COLUMN ... DEFAULT: the column, then its
+backfill).
+
+Workloads: for every protocol that carries DDL, a table changed over many transactions, then ADD COLUMN
+with and without default, DROP, RENAME and MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and re-CREATE
+TABLE, then more changes on every table (`tests.workloads.ddl_evolution` between them). TiCDC's avro
+protocol carries no DDL: it gets the demo stream (two tables, key changes, a column added mid-stream).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+from benchmarks.fault_job import DDL_SITES
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTOCOLS = ("simple-json", "simple-avro", "avro", "debezium", "canal-json", "open-protocol")
+_JOB_TIMEOUT = 600
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--kills", type=int, default=54, help="kills in all, spread over the protocols' runs")
+    parser.add_argument("--kills-per-run", type=int, default=5, help="kills before a run's final restart")
+    parser.add_argument("--kill-protocols", default=",".join(PROTOCOLS), help=f"comma-separated: {', '.join(PROTOCOLS)}")
+    parser.add_argument("--kill-workdir", type=Path, default=None, help="where targets and logs go (default: a temp dir)")
+
+
+# --- workloads ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Scenario:
+    protocol: str
+    feed: object  # testbed.changefeed.Changefeed: its messages and the upstream model
+    settings: dict  # the job's config sections besides kafka/target/run
+    topic: str
+    carries_ddl: bool
+
+    def topics(self) -> list[str]:
+        return self.feed.topics() if self.protocol == "avro" else [self.topic]
+
+
+def _changes(feed, table: tuple[str, str], rng: random.Random, live: set, keys: range, make_row: Callable, txns: int) -> None:
+    """`txns` transactions of inserts, updates and deletes on `table`, a few keys each."""
+    for _ in range(txns):
+        with feed.transaction() as txn:
+            for key in rng.sample(keys, 4):
+                if key not in live:
+                    txn.insert(*table, make_row(key))
+                    live.add(key)
+                elif rng.random() < 0.25:
+                    txn.delete(*table, [key])
+                    live.discard(key)
+                else:
+                    row = make_row(key)
+                    del row["id"]
+                    txn.update(*table, [key], row)
+
+
+def ddl_workload(feed, rng: random.Random, *, carries_defaults: bool, txns: int):
+    from tests.workloads import ddl_evolution, item
+
+    items: set = set()
+    _changes(feed, ("shop", "items"), rng, items, range(100, 140), lambda k: item(k, f"{rng.randrange(1, 999)}.25"), txns)
+    ddl_evolution(feed, carries_defaults=carries_defaults)
+    archive = {k for k in items} | set(range(8))
+    logs: set = {100}
+    tmp: set = {1}
+    for _ in range(txns // 3):
+        _changes(
+            feed, ("archive", "items_2025"), rng, archive, range(100, 140),
+            lambda k: {"id": k, "title": f"t{k}-{rng.randrange(99)}", "price": Decimal(rng.randrange(1, 999)) / 4,
+                       "stock": rng.randrange(-5, 2**40), "note": rng.choice([None, "n"])},
+            1,
+        )
+        _changes(feed, ("shop", "logs"), rng, logs, range(100, 130), lambda k: {"id": k, "msg": f"m{rng.randrange(99)}"}, 1)
+        _changes(feed, ("shop", "tmp"), rng, tmp, range(0, 30), lambda k: {"id": k, "v": rng.random()}, 1)
+    return feed
+
+
+def scenario(protocol: str, rng: random.Random, registry_url: str | None, txns: int = 24) -> Scenario:
+    from testbed.demo import demo_changefeed
+    from testbed.encoders.canal import CanalJsonWriter
+    from testbed.encoders.debezium import DebeziumWriter
+    from testbed.encoders.open_protocol import OpenProtocolWriter
+    from testbed.encoders.ticdc_avro import TiCDCAvroWriter
+    from tests.workloads import items_feed
+
+    suffix = uuid.uuid4().hex[:8]
+    topic = f"faults-{protocol}-{suffix}"
+    if protocol == "avro":
+        writer = TiCDCAvroWriter(registry_url, enable_tidb_extension=True, timestamp_zone="UTC")
+        feed = demo_changefeed(seed=rng.randrange(1000), changes=250, avro_writer=writer, topic_prefix=f"f{suffix}")
+        settings = {"protocol": {"name": "avro", "enable_tidb_extension": True, "timestamp_zone": "UTC"},
+                    "registry": {"url": registry_url}}
+        return Scenario(protocol, feed, settings, topic, carries_ddl=False)
+    feeds = {
+        "simple-json": (lambda: items_feed(), {}, True),
+        "simple-avro": (lambda: items_feed(encoding="avro"), {"encoding": "avro"}, True),
+        "debezium": (lambda: items_feed(debezium_writer=DebeziumWriter()), {"name": "debezium", "enable_tidb_extension": True}, True),
+        "canal-json": (
+            lambda: items_feed(canal_writer=CanalJsonWriter(content_compatible=True)),
+            {"name": "canal-json", "enable_tidb_extension": True, "timestamp_zone": "UTC"},
+            False,
+        ),
+        "open-protocol": (lambda: items_feed(open_writer=OpenProtocolWriter()), {"name": "open-protocol"}, False),
+    }
+    make_feed, protocol_settings, carries_defaults = feeds[protocol]
+    feed = ddl_workload(make_feed(), rng, carries_defaults=carries_defaults, txns=txns)
+    settings = {"protocol": protocol_settings} if protocol_settings else {}
+    return Scenario(protocol, feed, settings, topic, carries_ddl=True)
+
+
+# --- the job's configuration -------------------------------------------------------------------
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))  # a TOML basic string is a JSON string
+
+
+def job_sections(bootstrap_servers: str, scene: Scenario, target: Path, group: str, batch_messages: int) -> dict:
+    return {
+        "kafka": {"bootstrap_servers": bootstrap_servers, "topics": scene.topics(), "group_id": group},
+        "target": {"path": str(target)},
+        "run": {"mode": "until-idle", "batch_max_messages": batch_messages, "batch_max_seconds": 2.0,
+                "idle_timeout_seconds": 15.0},
+        **scene.settings,
+    }
+
+
+def write_config(path: Path, sections: dict, master: str = "local[1]") -> Path:
+    sections = {**sections, "spark": {"master": master}}
+    lines = []
+    for name, values in sections.items():
+        lines.append(f"[{name}]")
+        lines += [f"{key} = {_toml_value(value)}" for key, value in values.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# --- checks ---------------------------------------------------------------------------------------
+
+
+def _point_key(user_metadata: str | None) -> str | None:
+    """The applied point a commit of the job records (None: not a commit of the job, or marks nothing)."""
+    if not user_metadata:
+        return None
+    try:
+        marker = json.loads(user_metadata)["ticdc_delta"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    point = {k: marker.get(k) for k in ("appliedTs", "appliedOffsets") if marker.get(k) is not None}
+    return json.dumps(point, sort_keys=True) if point else None
+
+
+def versions_per_point(spark, target: Path, feed) -> dict[tuple[str, str], Counter]:
+    """Per upstream table, how many Delta versions record each applied point."""
+    from apply.locator import PathLocator
+    from schema_cache.events import TableName
+
+    out = {}
+    for database, table in feed.table_names():
+        name = PathLocator(str(target)).sql_name(TableName(database, table))
+        rows = spark.sql(f"DESCRIBE HISTORY {name}").select("userMetadata").collect()
+        out[(database, table)] = Counter(k for k in (_point_key(r["userMetadata"]) for r in rows) if k is not None)
+    return out
+
+
+def _table_dirs(target: Path) -> set[tuple[str, str]]:
+    found = set()
+    for database in target.iterdir():
+        if database.is_dir() and database.name != "_ticdc":
+            found |= {(database.name, t.name) for t in database.iterdir() if (t / "_delta_log").is_dir()}
+    return found
+
+
+def differences(spark, target: Path, feed, baseline: dict | None) -> list[str]:
+    """What is wrong with the target against the upstream model (and the uninterrupted run's versions)."""
+    from apply.identifiers import path_segment
+    from apply.locator import PathLocator
+    from schema_cache.events import TableName
+
+    problems = []
+    expected_tables = {(path_segment(d), path_segment(t)) for d, t in feed.table_names()}
+    if _table_dirs(target) != expected_tables:
+        problems.append(f"tables {sorted(_table_dirs(target))}, upstream {sorted(expected_tables)}")
+    for database, table in feed.table_names():
+        frame = spark.table(PathLocator(str(target)).sql_name(TableName(database, table)))
+        if frame.columns != feed.column_names(database, table):
+            problems.append(f"{database}.{table}: columns {frame.columns}, upstream {feed.column_names(database, table)}")
+            continue
+        expected = spark.createDataFrame(feed.expected_rows(database, table), schema=frame.schema).collect()
+        actual = frame.collect()
+        if sorted(map(repr, actual)) != sorted(map(repr, expected)):
+            missing = [r for r in expected if r not in actual][:2]
+            extra = [r for r in actual if r not in expected][:2]
+            problems.append(f"{database}.{table}: {len(actual)} rows, upstream {len(expected)}; missing {missing}, extra {extra}")
+    if baseline is not None:
+        for table, counts in versions_per_point(spark, target, feed).items():
+            allowed = baseline.get(table, Counter())
+            over = {p: n for p, n in counts.items() if n > max(1, allowed.get(p, 0))}
+            if over:
+                problems.append(f"{table}: more versions per applied point than an uninterrupted run: {over}")
+    return problems
+
+
+# --- runs ---------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class KillPlan:
+    site: str
+    hit: int = 1
+    delay: float = 0.0
+    moment: str = "during"
+
+    def arguments(self) -> list[str]:
+        return ["--site", self.site, "--hit", str(self.hit), "--delay", f"{self.delay:.3f}", "--moment", self.moment]
+
+
+def choose_kill(rng: random.Random, ddl_sites_ahead: list[str], site: str | None = None) -> KillPlan:
+    """A random kill point at `site` (default: a random site; DDL sites only while the stream has not passed them)."""
+    if site in DDL_SITES or (site is None and ddl_sites_ahead and rng.random() < 0.4):
+        site = site or rng.choice(ddl_sites_ahead)
+        if site == "backfill":
+            return KillPlan(site, moment=rng.choice(["start", "during"]), delay=rng.uniform(0, 0.4))
+        if site == "rename":  # a folder move on path tables: atomic, so before or after it
+            return KillPlan(site, moment=rng.choice(["start", "after"]))
+        return KillPlan(site, moment="during", delay=rng.uniform(0, 1.5))
+    site = site or rng.choice(["decode", "merge", "after_table_commit", "after_checkpoint"])
+    if site == "decode":
+        return KillPlan(site, hit=rng.randint(1, 120))
+    if site == "merge":
+        return KillPlan(site, hit=rng.randint(1, 3), delay=rng.uniform(0, 0.6))
+    return KillPlan(site, hit=rng.randint(1, 4))
+
+
+@dataclasses.dataclass
+class RunOutcome:
+    protocol: str
+    kills: list[str]
+    problems: list[str]
+    seconds: float
+
+    @property
+    def equal(self) -> bool:
+        return not self.problems
+
+
+def _start_job(arguments: list[str], log: Path) -> int:
+    """Run `python -m <arguments>` in a process group of its own; its exit status (-9 when killed)."""
+    with open(log, "ab") as out:
+        job = subprocess.Popen(
+            [sys.executable, "-m", *arguments],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        try:
+            return job.wait(timeout=_JOB_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, 9)
+            job.wait()
+            raise AssertionError(f"the job ran over {_JOB_TIMEOUT} s; see {log}") from None
+
+
+def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, rng: random.Random, baseline, spark,
+             *, first: str | None = None) -> RunOutcome:
+    """Kill the job up to `kills_wanted` times (the first at site `first` if given), restart it without a
+    kill switch, check the target."""
+    started = time.monotonic()
+    config = write_config(workdir / "job.toml", sections)
+    kill_log, job_log = workdir / "kills.log", workdir / "job.log"
+    kill_log.touch()
+    kills: list[str] = []
+    passed: set[str] = set()
+    while len(kills) < kills_wanted:
+        ahead = [s for s in DDL_SITES if s not in passed] if scene.carries_ddl else []
+        plan = choose_kill(rng, ahead, first if not kills else None)
+        before = len(kill_log.read_text().splitlines())
+        status = _start_job(["benchmarks.fault_job", *plan.arguments(), "--log", str(kill_log), "--", "run", "--config", str(config)], job_log)
+        lines = kill_log.read_text().splitlines()[before:]
+        passed |= {line.split()[1] for line in lines if line.startswith("passed ")}
+        killed = [line.split()[1] for line in lines if line.startswith("killed ")]
+        if killed:
+            kills += killed
+            continue
+        if status != 0:
+            return RunOutcome(scene.protocol, kills, [f"the job failed (exit {status}) planned to be killed at {plan}; see {job_log}"], time.monotonic() - started)
+        break  # the job finished before the kill point: the stream is applied
+    status = _start_job(["jobs.cli", "run", "--config", str(config)], job_log)
+    if status != 0:
+        return RunOutcome(scene.protocol, kills, [f"the final run failed (exit {status}); see {job_log}"], time.monotonic() - started)
+    return RunOutcome(scene.protocol, kills, differences(spark, Path(sections["target"]["path"]), scene.feed, baseline), time.monotonic() - started)
+
+
+def uninterrupted(spark, sections: dict, scene: Scenario):
+    """The workload applied without faults in this process: its target's versions per applied point."""
+    from jobs import config as config_module
+    from jobs.pipeline import Pipeline
+
+    Pipeline.from_config(config_module.from_mapping(sections), spark).run()
+    target = Path(sections["target"]["path"])
+    problems = differences(spark, target, scene.feed, None)
+    if problems:
+        raise AssertionError(f"{scene.protocol}: the uninterrupted run is not equal to upstream: {problems}")
+    return versions_per_point(spark, target, scene.feed)
+
+
+def publish_scenario(bootstrap_servers: str, scene: Scenario) -> None:
+    from testbed.produce import ensure_topic, produce
+
+    by_topic: dict[str, list] = {}
+    for message in scene.feed.messages:
+        by_topic.setdefault(message.topic or scene.topic, []).append(message)
+    for name, batch in by_topic.items():
+        ensure_topic(bootstrap_servers, name, scene.feed.partitions)
+        produce(bootstrap_servers, name, ((m.partition, m.key, m.value) for m in batch))
+
+
+def protocol_runs(spark, bootstrap_servers: str, scene: Scenario, workdir: Path, kills: int, kills_per_run: int,
+                  rng: random.Random, batch_messages: int = 40) -> list[RunOutcome]:
+    """An uninterrupted run, then kill runs of `scene` until `kills` kills happened."""
+    publish_scenario(bootstrap_servers, scene)
+    base = workdir / f"{scene.protocol}-uninterrupted"
+    baseline = uninterrupted(spark, job_sections(bootstrap_servers, scene, base, f"g-{base.name}-{uuid.uuid4().hex[:6]}", batch_messages), scene)
+    outcomes: list[RunOutcome] = []
+    while sum(len(o.kills) for o in outcomes) < kills:
+        n = len(outcomes) + 1
+        run_dir = workdir / f"{scene.protocol}-run{n}"
+        run_dir.mkdir(parents=True)
+        sections = job_sections(bootstrap_servers, scene, run_dir / "delta", f"g-{run_dir.name}-{uuid.uuid4().hex[:6]}", batch_messages)
+        wanted = min(kills_per_run, kills - sum(len(o.kills) for o in outcomes))
+        outcome = kill_run(scene, sections, run_dir, wanted, rng, baseline, spark)
+        outcomes.append(outcome)
+        print(f"  {scene.protocol} run {n}: kills {outcome.kills or 'none'}; "
+              f"{'equal' if outcome.equal else 'NOT EQUAL: ' + '; '.join(outcome.problems)} ({outcome.seconds:.0f} s)", flush=True)
+        if not outcome.kills and outcome.equal:
+            raise AssertionError(f"{scene.protocol}: the job finished before its first kill point; make the workload longer")
+    return outcomes
+
+
+def summary(outcomes: list[RunOutcome]) -> str:
+    sites = Counter(site for o in outcomes for site in o.kills)
+    equal = sum(o.equal for o in outcomes)
+    return (f"{equal}/{len(outcomes)} runs equal; {sum(sites.values())} kills at {len(sites)} distinct kill sites: "
+            + ", ".join(f"{site} {n}" for site, n in sorted(sites.items())))
+
+
+def run(args) -> bool:
+    from jobs.session import get_spark
+    from testbed.local_kafka import LocalKafka
+    from tests.registry_server import FakeSchemaRegistry
+
+    rng = random.Random(args.seed)
+    protocols = [p.strip() for p in args.kill_protocols.split(",") if p.strip()]
+    workdir = args.kill_workdir or Path(tempfile.mkdtemp(prefix="ticdc-faults-"))
+    print(f"workdir {workdir}", flush=True)
+    broker = LocalKafka(workdir / "kafka")
+    broker.start()
+    registry = FakeSchemaRegistry()
+    registry.start()
+    spark = get_spark("local[1]", {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"})
+    outcomes: list[RunOutcome] = []
+    try:
+        for i, protocol in enumerate(protocols):
+            share = args.kills // len(protocols) + (1 if i < args.kills % len(protocols) else 0)
+            scene = scenario(protocol, rng, registry.url)
+            outcomes += protocol_runs(spark, broker.bootstrap_servers, scene, workdir, share, args.kills_per_run, rng)
+    finally:
+        spark.stop()
+        registry.stop()
+        broker.stop()
+    print(summary(outcomes), flush=True)
+    return all(o.equal for o in outcomes)

@@ -1,0 +1,57 @@
+"""The fault script: reliability under faults and hostile input, measured on real components.
+
+    .venv/bin/python benchmarks/faults.py                        # every section
+    .venv/bin/python benchmarks/faults.py --only kills --kills 5 # some sections, shorter
+
+Prints what it measured; a section that finds a fault it must not (a run not equal to the upstream
+model, a crash of a decoder) ends the script with exit status 1.
+Sections, each in its own module beside this one:
+
+- kills (`fault_kills`): the job killed with SIGKILL at random points of chosen kill sites and restarted;
+  prints `N/N runs equal` and the distinct kill sites hit.
+- fuzz (`fault_fuzz`): mutated and random messages through every decoder; prints the crash count (any
+  exception other than the product's typed decode error) and the throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TICDC_DELTA_CACHE", str(ROOT / ".cache"))
+
+# section name -> module beside this file; each module has `add_arguments(parser)` and `run(args) -> bool`
+# (True when everything it measured is as it must be).
+SECTIONS = {"kills": "fault_kills", "fuzz": "fault_fuzz"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (printed when not given)")
+    chosen = [name.strip() for name in parser.parse_known_args(argv)[0].only.split(",") if name.strip()]
+    unknown = sorted(set(chosen) - set(SECTIONS))
+    if unknown:
+        parser.error(f"unknown sections: {', '.join(unknown)}")
+    # Only the chosen sections are imported: each brings its own dependencies.
+    modules = {name: importlib.import_module(f"benchmarks.{SECTIONS[name]}") for name in chosen}
+    for module in modules.values():
+        module.add_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.seed is None:
+        args.seed = int.from_bytes(os.urandom(4), "big")
+    print(f"seed {args.seed}", flush=True)
+    ok = True
+    for name in chosen:
+        print(f"\n== {name} ==", flush=True)
+        ok = modules[name].run(args) and ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
