@@ -6,23 +6,41 @@ cache (opaque bytes). It is written after every Delta commit it covers and
 before Kafka offsets are committed, so a restart resumes from it even if the
 Kafka commit was lost. Per-table progress is not here: it lives on each
 table's own commits (`apply.progress`).
+
+The table stays bounded (`Retention`, settings `checkpoint.keep` and
+`checkpoint.cleanup_every`): every `cleanup_every` batches of a consumer,
+after that batch's checkpoint is saved, the table is compacted (OPTIMIZE),
+the consumer's checkpoints older than its newest `keep` are deleted except
+the one `replay-dead-letters` starts from, and files the table no longer uses
+are removed (VACUUM) once they are older than its short
+`delta.deletedFileRetentionDuration`. Each step is one atomic Delta commit
+(VACUUM deletes only files no snapshot newer than the retention uses), and
+none can touch the checkpoint just saved: a crash anywhere in between loses
+nothing, and the next cleanup does what is left.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
+from apply.dead_letters import DeadLetterTable
 from apply.internal_tables import ensure_internal_table
 from apply.locator import TableLocator
 from apply.progress import is_missing_table
+from apply.spark_errors import error_condition
 from apply.sql_session import SqlSession
 from schema_cache.events import TopicPartition
+from schema_cache.exceptions import ConcurrentCommitError, MaterializerError
+
+log = logging.getLogger(__name__)
 
 _TABLE = "checkpoints"
 _COLUMNS = (
@@ -34,6 +52,19 @@ _COLUMNS = (
     ("decoder_state", "BINARY"),
 )
 _SCHEMA = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
+
+# Only the product reads this table, and only its newest snapshot, in statements
+# that take seconds (`load`: the newest checkpoint, or the newest saved before a
+# time). Nobody travels back in its history, so it need not keep Delta's
+# defaults (files replaced a week ago, commits of 30 days): commits are kept a
+# day (Delta removes older ones when it writes a log checkpoint, counting from
+# midnight UTC, so one to two days stay), replaced files `Retention.file_seconds`.
+_LOG_RETENTION = "interval 1 days"
+# VACUUM LITE finds the files to delete in the log (no listing of the table's
+# folder, which costs a task per listing partition); where the session's Delta
+# has no LITE (before 3.3) or the log no longer covers every file to delete
+# (the job stood still longer than the log is kept), the full VACUUM does it.
+_NO_VACUUM_LITE = {"DELTA_CANNOT_VACUUM_LITE", "PARSE_SYNTAX_ERROR"}
 
 
 def _encode_tp_map(values: Mapping[TopicPartition, int]) -> str:
@@ -54,12 +85,58 @@ class Checkpoint:
     saved_at: dt.datetime | None = None  # when it was saved (set on loaded checkpoints)
 
 
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How many checkpoints a consumer keeps, and how often the table is cleaned up."""
+
+    keep: int  # newest checkpoints kept per consumer (`checkpoint.keep`)
+    cleanup_every: int  # batches between cleanups (`checkpoint.cleanup_every`)
+    # How long files the table no longer uses stay on disk: longer than any read
+    # of the table takes (a reader that listed the files of a snapshot still finds them).
+    file_seconds: int = 3600
+
+    def __post_init__(self) -> None:
+        if self.keep < 1 or self.cleanup_every < 1 or self.file_seconds < 0:
+            raise ValueError(f"keep and cleanup_every must be at least 1, file_seconds not negative: {self}")
+
+    def due(self, batch: int) -> bool:
+        # By batch number, not by saves of this process: a scheduled job of a few
+        # batches per run gets its cleanups too.
+        return batch % self.cleanup_every == 0
+
+    def table_properties(self) -> dict[str, str]:
+        return {
+            "delta.deletedFileRetentionDuration": f"interval {self.file_seconds} seconds",
+            "delta.logRetentionDuration": _LOG_RETENTION,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupReport:
+    """What one cleanup did, and what each step cost."""
+
+    deleted: int  # the consumer's checkpoints deleted
+    kept_for_replay: int | None  # batch of the checkpoint kept (beyond `keep`) for replay-dead-letters
+    files_compacted: int  # data files OPTIMIZE replaced
+    vacuumed: bool
+    seconds: dict[str, float] = field(default_factory=dict)  # per step: compact, prune, vacuum
+
+
+def _first_row(result) -> dict:
+    rows = result.collect() if result is not None else []
+    return rows[0].asDict(recursive=True) if rows else {}
+
+
 class CheckpointStore:
-    def __init__(self, sql: SqlSession, locator: TableLocator) -> None:
+    def __init__(self, sql: SqlSession, locator: TableLocator, retention: Retention | None = None) -> None:
+        """`retention` None: never cleans up (for readers: status, replay)."""
         self._sql = sql
         self._locator = locator
         self._name = locator.internal_sql_name(_TABLE)
         self._created = False
+        self._retention = retention
+        self._properties_set = False
+        self._vacuumed_at: float | None = None  # time.monotonic() of this process's last VACUUM
 
     def load(self, consumer: str, *, saved_before: dt.datetime | None = None) -> Checkpoint | None:
         """The consumer's newest checkpoint; with `saved_before`, its newest one saved before then."""
@@ -104,6 +181,134 @@ class CheckpointStore:
         # on every commit (about 0.4 s each), and a save repeated after a crash
         # only adds an identical row for the same batch.
         # By column name: tables written by earlier releases have more columns.
+        # One task, so one file: a row spread over the session's default
+        # parallelism also writes an empty file per other task, which Delta
+        # leaves out of the table but on disk (where only a full VACUUM, not
+        # the cleanup's LITE one, would find it).
         names = ", ".join(name for name, _ in _COLUMNS)
         with self._sql.view([row], _SCHEMA) as source:
-            self._sql.run(f"INSERT INTO {self._name} ({names}) SELECT * FROM {source}", what="save checkpoint")
+            self._sql.run(
+                f"INSERT INTO {self._name} ({names}) SELECT /*+ COALESCE(1) */ * FROM {source}", what="save checkpoint"
+            )
+
+    # --- keeping the table bounded ------------------------------------------------------------
+
+    def cleanup_due(self, batch: int) -> bool:
+        """Whether `clean_up` has work after saving checkpoint `batch`."""
+        return self._retention is not None and self._retention.due(batch)
+
+    def clean_up(self, consumer: str, batch: int) -> CleanupReport | None:
+        """After checkpoint `batch` of `consumer` is saved: compact, delete its old checkpoints, vacuum.
+
+        A failure of Spark or Delta (a race lost five times in a row, a
+        permission refused, a storage hiccup) is logged and left to the next
+        cleanup: nothing here is needed for the job's progress. The product's
+        own errors (a lost lease) stop the job as anywhere else.
+        """
+        if self._retention is None:
+            return None
+        try:
+            return self._clean_up(consumer, batch)
+        except Exception as err:
+            if isinstance(err, MaterializerError) and not isinstance(err, ConcurrentCommitError):
+                raise
+            log.error("cleaning up %s failed; the next cleanup tries again", self._name, exc_info=True)
+            return None
+
+    def _clean_up(self, consumer: str, batch: int) -> CleanupReport:
+        seconds = {}
+        started = time.perf_counter()
+        self._set_retention_properties()
+        # Compaction first: the prune then rewrites the one file holding every
+        # checkpoint, the one just saved included, so what it writes is never
+        # empty. (Spark writes one empty file for an empty result; Delta leaves
+        # it out of the table, and VACUUM LITE, which goes by the log, would
+        # never remove it: one stray file per cleanup.)
+        compacted = self._compact()
+        seconds["compact"] = time.perf_counter() - started
+        started = time.perf_counter()
+        deleted, kept_for_replay = self._prune(consumer, batch)
+        seconds["prune"] = time.perf_counter() - started
+        started = time.perf_counter()
+        vacuumed = self._vacuum()
+        seconds["vacuum"] = time.perf_counter() - started
+        report = CleanupReport(deleted, kept_for_replay, compacted, vacuumed, seconds)
+        log.info(
+            "checkpoints of %s cleaned up at batch %d: %d deleted%s, %d files compacted, %s (%s)",
+            consumer,
+            batch,
+            deleted,
+            f" (batch {kept_for_replay} kept for replay-dead-letters)" if kept_for_replay is not None else "",
+            compacted,
+            "vacuumed" if vacuumed else "not vacuumed (done less than the file retention ago)",
+            ", ".join(f"{step} {s:.2f}s" for step, s in seconds.items()),
+        )
+        return report
+
+    def _set_retention_properties(self) -> None:
+        """The table's retention properties, once per process; a commit only when they differ."""
+        if self._properties_set:
+            return
+        wanted = self._retention.table_properties()
+        current = {r["key"]: r["value"] for r in self._sql.sql(f"SHOW TBLPROPERTIES {self._name}").collect()}
+        if any(current.get(key) != value for key, value in wanted.items()):
+            settings = ", ".join(f"'{key}' = '{value}'" for key, value in wanted.items())
+            self._sql.run(f"ALTER TABLE {self._name} SET TBLPROPERTIES ({settings})", what="set checkpoint retention")
+        self._properties_set = True
+
+    def _kept_for_replay(self, consumer: str) -> int | None:
+        """The batch of the checkpoint `replay-dead-letters` would start from (`jobs.replay`), if any.
+
+        The replay re-reads from the newest checkpoint saved before the
+        earliest dead letter it replays; the earliest unresolved one of the
+        consumer gives the oldest such checkpoint, and nothing older is ever
+        needed. (A replay of later dead letters only, whose own checkpoint was
+        deleted, starts from this older one: it re-reads more, and decides the same.)
+        """
+        earliest = DeadLetterTable(self._sql, self._locator, consumer).earliest_unresolved_at()
+        if earliest is None:
+            return None
+        start = self.load(consumer, saved_before=earliest)
+        return None if start is None else start.batch
+
+    def _prune(self, consumer: str, batch: int) -> tuple[int, int | None]:
+        """Delete the consumer's checkpoints older than its newest `keep` (not the replay's); (deleted, kept)."""
+        kept_for_replay = self._kept_for_replay(consumer)
+        # A consumer's batches are numbered one after the other (each save the
+        # previous + 1), so its newest `keep` are those above `batch - keep`.
+        oldest_kept = batch - self._retention.keep + 1
+        if oldest_kept <= 1:
+            return 0, kept_for_replay
+        # Values travel in a view, never as SQL text (the consumer is a configured name).
+        # Other consumers' rows do not match `t.consumer = s.consumer`.
+        with self._sql.view([(consumer, oldest_kept, kept_for_replay)], "consumer STRING, below BIGINT, kept BIGINT") as source:
+            result = self._sql.run(
+                f"MERGE INTO {self._name} AS t USING {source} AS s "
+                "ON t.consumer = s.consumer AND t.batch < s.below AND NOT (t.batch <=> s.kept) "
+                "WHEN MATCHED THEN DELETE",
+                what="delete old checkpoints",
+            )
+            deleted = _first_row(result).get("num_deleted_rows") or 0
+        return deleted, kept_for_replay
+
+    def _compact(self) -> int:
+        """OPTIMIZE: the files of the saves since the last cleanup, and the one it left, into one; how many it replaced."""
+        metrics = _first_row(self._sql.run(f"OPTIMIZE {self._name}", what="compact checkpoints")).get("metrics") or {}
+        return metrics.get("numFilesRemoved") or 0
+
+    def _vacuum(self) -> bool:
+        """Delete files the table stopped using more than the file retention ago; at most once per retention.
+
+        A VACUUM sooner after the last one could only find files that are not yet old enough.
+        """
+        now = time.monotonic()
+        if self._vacuumed_at is not None and now - self._vacuumed_at < self._retention.file_seconds:
+            return False
+        try:
+            self._sql.run(f"VACUUM {self._name} LITE", what="vacuum checkpoints")
+        except Exception as err:
+            if error_condition(err) not in _NO_VACUUM_LITE:
+                raise
+            self._sql.run(f"VACUUM {self._name}", what="vacuum checkpoints")
+        self._vacuumed_at = now
+        return True

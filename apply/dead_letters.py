@@ -86,6 +86,24 @@ class DeadLetterTable:
         ]
         return [d for d in letters if outcomes.get(d.position, ("",))[0] not in RESOLVED]
 
+    def earliest_unresolved_at(self) -> dt.datetime | None:
+        """When the oldest dead letter no replay resolved was recorded (`read`'s first), reading positions only."""
+        rows = _missing_is_empty(
+            lambda: self._sql.table(self.sql_name)
+            .where(F.col("consumer") == F.lit(self._consumer))
+            .select("topic", "partition", "offset", "recorded_at")
+            .collect()
+        )
+        if not rows:
+            return None
+        outcomes = self.replay_outcomes()
+        unresolved = [
+            r["recorded_at"]
+            for r in rows
+            if outcomes.get(Position(r["topic"], r["partition"], r["offset"]), ("",))[0] not in RESOLVED
+        ]
+        return min(unresolved, default=None)
+
     def _replays(self):
         return self._sql.table(self._locator.internal_sql_name(_REPLAYS)).where(F.col("consumer") == F.lit(self._consumer))
 

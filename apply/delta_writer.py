@@ -383,12 +383,15 @@ class DeltaWriter:
     def drop(self, table: TableName) -> None:
         self._layouts.pop(table, None)
         with self._times.phase("ddl"):
+            # Not a Delta commit (path tables: a directory removed), so no statement's guard asks.
+            self._sql.check_write(f"drop {table}")
             self._locator.drop(self._sql, table)
 
     def rename(self, old: TableName, new: TableName) -> None:
         self._layouts.pop(old, None)
         self._layouts.pop(new, None)
         with self._times.phase("ddl"):
+            self._sql.check_write(f"rename {old}")
             self._locator.rename(self._sql, old, new)
 
 

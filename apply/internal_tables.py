@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark.errors import AnalysisException
 
@@ -18,13 +18,28 @@ _ALREADY_THERE = {"TABLE_OR_VIEW_ALREADY_EXISTS", "TABLE_ALREADY_EXISTS", "DELTA
 _PROPERTIES = ", ".join(f"'{k}' = '{v}'" for k, v in TableLayout().create_properties().items())
 
 
-def ensure_internal_table(sql: SqlSession, locator: TableLocator, table: str, columns: str) -> str:
-    """Create one of the product's own Delta tables if missing; return its SQL name."""
+def ensure_internal_table(
+    sql: SqlSession,
+    locator: TableLocator,
+    table: str,
+    columns: str,
+    *,
+    properties: Mapping[str, str] | None = None,
+    guarded: bool = True,
+) -> str:
+    """Create one of the product's own Delta tables if missing; return its SQL name.
+
+    `properties`: table properties besides those every one of them has;
+    `guarded` False: not a write the consumer's lease must allow (the lease's own table).
+    """
     name = locator.internal_sql_name(table)
     locator.prepare_internal(sql)
-    sql.run(
-        f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING DELTA TBLPROPERTIES ({_PROPERTIES})", what=f"create {name}"
-    )
+    extra = "".join(f", '{k}' = '{v}'" for k, v in (properties or {}).items())
+    statement = f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING DELTA TBLPROPERTIES ({_PROPERTIES}{extra})"
+    if guarded:
+        sql.run(statement, what=f"create {name}")
+    else:
+        sql.run_unguarded(statement, what=f"create {name}")
     return name
 
 

@@ -15,6 +15,13 @@
 - A commit that loses a race with another writer (Delta's concurrent
   modification errors: an OPTIMIZE, another job) did not happen; it is run
   again, a few times with jittered backoff, then ConcurrentCommitError.
+  Running it again is safe because each statement is idempotent on its own:
+  table commits carry their applied point and Delta's idempotent-write pair,
+  and the product's own tables are written by MERGE or by rows a reader
+  takes once.
+- A write guard (the consumer's lease, `apply.lease`), when installed, is
+  asked before every attempt of every writing statement: a job that lost
+  its lease stops before its next commit, retries included.
 """
 
 from __future__ import annotations
@@ -136,12 +143,27 @@ class SqlSession:
         self._sleep = sleep
         # One statement at a time: tags are session settings.
         self._lock = threading.RLock()
+        self._write_guard: Callable[[str], None] | None = None
 
     def fork(self) -> SqlSession:
-        """Another session of this application, for work running concurrently with this one's."""
+        """Another session of this application, for work running concurrently with this one's.
+
+        The fork has the write guard this session has now.
+        """
         if not self.isolated:
             return self
-        return SqlSession(self._parent, sleep=self._sleep)
+        forked = SqlSession(self._parent, sleep=self._sleep)
+        forked._write_guard = self._write_guard
+        return forked
+
+    def guard_writes(self, check: Callable[[str], None]) -> None:
+        """Call `check(what)` before every attempt of every writing statement; it raises to refuse the write."""
+        self._write_guard = check
+
+    def check_write(self, what: str) -> None:
+        """Ask the write guard about a write that is not a statement of `run` (a directory removed or moved)."""
+        if self._write_guard is not None:
+            self._write_guard(what)
 
     def sql(self, statement: str):
         """A statement that commits nothing of ours (reads, DDL without tags), run now."""
@@ -151,15 +173,29 @@ class SqlSession:
     def run(self, statement: str | Callable[[], object], tags: CommitTags | None = None, *, what: str = ""):
         """Run a writing statement (SQL text, or a callable issuing it) with `tags` on its commit.
 
-        Retried when another writer committed to the table first.
+        Retried when another writer committed to the table first; the write
+        guard is asked before every attempt.
         """
+        return self._run(statement, tags, what, guarded=True, retry_conflicts=True)
+
+    def run_unguarded(self, statement: str | Callable[[], object], *, what: str = "", retry_conflicts: bool = True):
+        """A write the write guard is not asked about: the lease's own (the guard itself asks the lease).
+
+        `retry_conflicts` False: a lost race is raised, for the caller to
+        decide again from what is there now.
+        """
+        return self._run(statement, None, what, guarded=False, retry_conflicts=retry_conflicts)
+
+    def _run(self, statement, tags: CommitTags | None, what: str, *, guarded: bool, retry_conflicts: bool):
         execute = (lambda: self.spark.sql(statement)) if isinstance(statement, str) else statement
         for attempt in range(1, _CONFLICT_ATTEMPTS + 1):
+            if guarded:
+                self.check_write(what or "a write")
             try:
                 with self._lock, self._tagged(tags):
                     return execute()
             except Exception as err:
-                if not is_commit_conflict(err):
+                if not is_commit_conflict(err) or not retry_conflicts:
                     raise
                 if attempt == _CONFLICT_ATTEMPTS:
                     raise ConcurrentCommitError(
@@ -167,7 +203,10 @@ class SqlSession:
                         f"({type(err).__name__})"
                     ) from err
                 delay = random.uniform(0, 0.2 * 2**attempt)
-                log.warning("%s: concurrent commit (%s); retrying in %.2fs", what or "write", type(err).__name__, delay)
+                log.warning(
+                    "%s: concurrent commit (%s), attempt %d of %d; running it again in %.2fs",
+                    what or "write", type(err).__name__, attempt, _CONFLICT_ATTEMPTS, delay,
+                )
                 self._sleep(delay)
 
     @contextmanager

@@ -4,13 +4,15 @@
     .venv/bin/python benchmarks/faults.py --only kills --kills 5 # some sections, shorter
 
 Prints what it measured; a section that finds a fault it must not (a run not equal to the upstream
-model, a crash of a decoder) ends the script with exit status 1.
+model, a crash of a decoder, an unbounded checkpoint table) ends the script with exit status 1.
 Sections, each in its own module beside this one:
 
 - kills (`fault_kills`): the job killed with SIGKILL at random points of chosen kill sites and restarted;
   prints `N/N runs equal` and the distinct kill sites hit.
 - fuzz (`fault_fuzz`): mutated and random messages through every decoder; prints the crash count (any
   exception other than the product's typed decode error) and the throughput.
+- growth (`fault_growth`): the checkpoint table's size after many batches, with its retention and
+  compaction.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ os.environ.setdefault("TICDC_DELTA_CACHE", str(ROOT / ".cache"))
 
 # section name -> module beside this file; each module has `add_arguments(parser)` and `run(args) -> bool`
 # (True when everything it measured is as it must be).
-SECTIONS = {"kills": "fault_kills", "fuzz": "fault_fuzz"}
+SECTIONS = {"kills": "fault_kills", "fuzz": "fault_fuzz", "growth": "fault_growth"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,8 +4,13 @@ stands), `ticdc-delta replay-dead-letters` (after fixing their cause), and
 
 Exit status: 0 done, 2 bad configuration, 3 bad input under the `fail`
 policy (the message is named), 4 some dead letters were refused by
-`replay-dead-letters` (each is printed with its reason), 6 Kafka unreachable
-for longer than `kafka.unreachable_timeout_seconds`, 1 anything else.
+`replay-dead-letters` (each is printed with its reason), 5 another job
+runs this consumer (`run`: its lease is held by a live job, or was taken
+over while this one was paused; nothing more was written), 6 Kafka
+unreachable for longer than `kafka.unreachable_timeout_seconds`, 7 Kafka
+(SASL) or the schema registry (HTTP 401) refused the job's credentials (at
+once, no retries; the message names the service, never the secret), 1
+anything else.
 """
 
 from __future__ import annotations
@@ -17,7 +22,14 @@ import sys
 import threading
 
 from jobs import config as config_module
-from schema_cache.exceptions import ConfigError, DecodeError, KafkaUnreachableError, MaterializerError
+from schema_cache.exceptions import (
+    AuthenticationError,
+    ConfigError,
+    DecodeError,
+    KafkaUnreachableError,
+    LeaseError,
+    MaterializerError,
+)
 
 log = logging.getLogger("ticdc_delta")
 
@@ -158,9 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     except DecodeError as err:
         log.error("%s (policy.on_bad_message = fail; set it to dead-letter to divert such messages)", err)
         return 3
+    except LeaseError as err:
+        log.error("%s", err)
+        return 5
     except KafkaUnreachableError as err:
         log.error("%s", err)
         return 6
+    except AuthenticationError as err:
+        log.error("%s", err)
+        return 7
     except MaterializerError as err:
         log.error("%s", err)
         return 1

@@ -31,6 +31,7 @@ else:  # Python 3.10: the same parser, published before it joined the standard l
 RUN_MODES = ("until-idle", "continuous")
 BAD_MESSAGE_POLICIES = ("fail", "dead-letter")
 START_POSITIONS = ("earliest", "latest")
+MIN_LEASE_SECONDS = 2.0
 
 # librdkafka properties the product sets itself; users may not override them.
 _MANAGED_KAFKA_PROPERTIES = {"bootstrap.servers", "group.id", "enable.auto.commit", "auto.offset.reset"}
@@ -102,6 +103,9 @@ class RunConfig:
     # (under spill_dir, default the system's temporary directory).
     max_pending_events: int = 50_000
     spill_dir: str = ""
+    # One job per consumer (apply.lease): the lease a running job renews every quarter of
+    # this; a job killed without releasing it blocks the next run for at most this long.
+    lease_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         require_choice("run.mode", self.mode, RUN_MODES)
@@ -109,6 +113,12 @@ class RunConfig:
         require_positive("run.batch_max_seconds", self.batch_max_seconds)
         require_positive("run.idle_timeout_seconds", self.idle_timeout_seconds)
         require_positive("run.max_pending_events", self.max_pending_events)
+        require_positive("run.lease_seconds", self.lease_seconds)
+        if self.lease_seconds < MIN_LEASE_SECONDS:
+            raise ConfigError(
+                f"run.lease_seconds: {self.lease_seconds!r} is too short (at least {MIN_LEASE_SECONDS:g}: the lease "
+                "is renewed every quarter of it)"
+            )
         if not isinstance(self.spill_dir, str):
             raise ConfigError(f"run.spill_dir: must be a directory path, got {self.spill_dir!r}")
 
@@ -136,6 +146,26 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class CheckpointConfig:
+    # Newest checkpoints kept per consumer in `_ticdc/checkpoints` (besides the one
+    # `replay-dead-letters` starts from, while a dead letter waits for its replay).
+    keep: int = 100
+    # Every this many batches (the consumer's checkpoint number a multiple of it) older
+    # checkpoints are deleted and the table compacted and vacuumed: a few Delta commits,
+    # so not every batch; up to this many more than `keep` accumulate in between.
+    cleanup_every: int = 100
+
+    def __post_init__(self) -> None:
+        _require_count("checkpoint.keep", self.keep)
+        _require_count("checkpoint.cleanup_every", self.cleanup_every)
+
+
+def _require_count(key: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{key}: must be a whole number of at least 1, got {value!r}")
+
+
+@dataclass(frozen=True)
 class SparkConfig:
     # Used only when the product creates the session itself (local runs); a
     # session from Databricks or spark-submit is used as it is.
@@ -153,6 +183,7 @@ class Config:
     run: RunConfig = RunConfig()
     policy: PolicyConfig = PolicyConfig()
     metrics: MetricsConfig = MetricsConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
     spark: SparkConfig = SparkConfig()
     # How TiDB types without one obvious Spark type land (schema_cache.types).
     types: TypeOptions = TypeOptions()
@@ -178,6 +209,7 @@ class Config:
             "run": dataclasses.asdict(self.run),
             "policy": dataclasses.asdict(self.policy),
             "metrics": dataclasses.asdict(self.metrics),
+            "checkpoint": dataclasses.asdict(self.checkpoint),
             "spark": {"master": self.spark.master, "conf": _redacted(self.spark.conf)},
             "types": dataclasses.asdict(self.types),
         }
@@ -212,6 +244,8 @@ _SECTIONS = {
     "spark": SparkConfig,
     "types": TypeOptions,
     "registry": RegistryOptions,
+    # The newest section: listed last where sections are listed (error messages).
+    "checkpoint": CheckpointConfig,
 }
 _REQUIRED_SECTIONS = ("kafka", "target")
 

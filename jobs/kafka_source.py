@@ -5,6 +5,11 @@ All partitions of every configured topic are assigned to this one consumer
 topic, and only a consumer that sees every partition can tell when a
 commitTs is complete. The consumer group is used for committed offsets only.
 Scale out by running one materializer per set of topics.
+
+A broker that refuses the job's SASL credentials is not an outage: librdkafka
+reports it (error code _AUTHENTICATION) and keeps retrying, but the job stops
+at once with KafkaAuthenticationError instead of waiting
+`kafka.unreachable_timeout_seconds` for a broker that answers every time.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from confluent_kafka import TopicPartition as KafkaPartition
 
 from jobs.config import KafkaConfig
 from schema_cache.events import RawMessage, TopicPartition
-from schema_cache.exceptions import KafkaUnreachableError, SourceError
+from schema_cache.exceptions import KafkaAuthenticationError, KafkaUnreachableError, SourceError
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +41,9 @@ _COORDINATOR_MOVING = {
 # librdkafka's reports that it reaches no broker (it keeps reconnecting on its own).
 _NO_BROKER = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE}
 _PROBE_TIMEOUT = 1.0
+# Metadata is asked for in slices this long, serving librdkafka's error reports in between
+# (a refused login ends the wait at once); a TLS + SCRAM handshake takes a few hundred ms.
+_METADATA_SLICE = 2.0
 T = TypeVar("T")
 
 
@@ -56,12 +64,27 @@ class KafkaSource:
         self._next: dict[TopicPartition, int] = {}
         self._end: dict[TopicPartition, int] = {}
         self._unreachable_since: float | None = None  # monotonic time of the first "no broker" report
+        self._refused: str | None = None  # librdkafka's report of a refused login, if one came
+
+    # --- authentication -------------------------------------------------------------------------
+
+    def _raise_if_refused(self) -> None:
+        if self._refused is not None:
+            raise KafkaAuthenticationError(
+                f"Kafka at {self._config.bootstrap_servers} refused the job's credentials: {self._refused} "
+                "(authentication failed: check sasl.mechanism, sasl.username and sasl.password in kafka.properties); "
+                "stopping without retrying"
+            )
 
     # --- reachability -------------------------------------------------------------------------
 
     def _on_error(self, error: KafkaError) -> None:
         # Served by librdkafka inside poll/consume, on the calling thread.
-        if error.code() in _NO_BROKER:
+        if error.code() == KafkaError._AUTHENTICATION:
+            self._refused = self._refused or error.str()  # librdkafka's text names the mechanism, never the password
+        elif self._refused is not None:
+            return  # "all brokers down" after a refused login: not an outage
+        elif error.code() in _NO_BROKER:
             self._mark_unreachable(error.str())
         else:
             log.warning("Kafka: %s", error)
@@ -77,8 +100,10 @@ class KafkaSource:
     def waiting_for_broker(self) -> bool:
         """True while no broker answers: an empty poll then is an outage, not the end of the stream.
 
-        Raises KafkaUnreachableError once that lasted longer than the configured limit.
+        Raises KafkaUnreachableError once that lasted longer than the configured limit, and
+        KafkaAuthenticationError at once if a broker refused the job's credentials.
         """
+        self._raise_if_refused()
         return self._unreachable_since is not None and self._in_outage()
 
     def _in_outage(self) -> bool:
@@ -86,6 +111,7 @@ class KafkaSource:
         try:
             self._consumer.list_topics(timeout=_PROBE_TIMEOUT)  # answered only by a reachable broker
         except KafkaException as err:
+            self._raise_if_refused()
             self._mark_unreachable(str(err))
             down = time.monotonic() - self._unreachable_since
             if down > self._config.unreachable_timeout_seconds:
@@ -101,11 +127,24 @@ class KafkaSource:
             self._unreachable_since = None
         return False
 
+    def _metadata(self):
+        """The cluster's metadata, asked for up to _METADATA_TIMEOUT; only before partitions are assigned.
+
+        librdkafka reports a refused login to error_cb, which only consume() serves: between
+        slices of the wait it is served (nothing is assigned yet, so nothing is read).
+        """
+        deadline = time.monotonic() + _METADATA_TIMEOUT
+        while True:
+            try:
+                return self._consumer.list_topics(timeout=min(_METADATA_SLICE, max(0.1, deadline - time.monotonic())))
+            except KafkaException as err:
+                self._consumer.consume(num_messages=1, timeout=0)  # serves error_cb
+                self._raise_if_refused()
+                if time.monotonic() >= deadline:
+                    raise SourceError(f"cannot reach Kafka at {self._config.bootstrap_servers}: {err}") from err
+
     def partitions(self) -> dict[str, list[int]]:
-        try:
-            metadata = self._consumer.list_topics(timeout=_METADATA_TIMEOUT)
-        except KafkaException as err:
-            raise SourceError(f"cannot reach Kafka at {self._config.bootstrap_servers}: {err}") from err
+        metadata = self._metadata()
         found = {}
         for topic in self._config.topics:
             described = metadata.topics.get(topic)
@@ -125,6 +164,7 @@ class KafkaSource:
                 error = err.args[0] if err.args else None
                 retriable = isinstance(error, KafkaError) and (error.retriable() or error.code() in _COORDINATOR_MOVING)
                 if not retriable:
+                    self._raise_if_refused()
                     raise SourceError(f"cannot {what} at {self._config.bootstrap_servers}: {err}") from err
                 # error_cb is not served inside every call (a commit): ask a broker directly.
                 outage = self._in_outage()  # raises once no broker answered for too long
@@ -188,6 +228,7 @@ class KafkaSource:
         append = out.append
         last: dict[tuple[str, int], int] = {}
         messages = self._consumer.consume(num_messages=max_messages, timeout=timeout)
+        self._raise_if_refused()
         if messages:
             self._unreachable_since = None
         for message in messages:

@@ -1,5 +1,8 @@
 """The consumer loop: read a batch, decode, gate, apply, checkpoint, commit.
 
+One job per consumer: the run holds the consumer's lease (`apply.lease`),
+and every write asks it first.
+
 Order of durability per batch: the registry of tables the batch may create,
 Delta table commits, then dead letters, then the checkpoint row, then Kafka
 offsets. Offsets never pass a message whose effects are not yet durable:
@@ -20,15 +23,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from apply.applier import Applier, ApplySummary
-from apply.checkpoint import Checkpoint, CheckpointStore
+from apply.checkpoint import Checkpoint, CheckpointStore, Retention
 from apply.dead_letters import DeadLetterTable
 from apply.delta_writer import DeltaWriter
 from apply.gate import Gate, gate_for
+from apply.lease import ConsumerLease
+from apply.lease_store import DeltaLeaseStore
 from apply.locator import CatalogLocator, PathLocator, TableLocator
 from apply.metrics import PhaseTimes
 from apply.metrics_table import BatchRecord, MetricsTable
@@ -104,6 +109,7 @@ class Pipeline:
         stop: threading.Event | None = None,
         metrics: MetricsRecorder | None = None,
         progress: ProgressLine | None = None,
+        lease: ConsumerLease | None = None,
     ) -> None:
         self._config = config
         self._consumer_id = config.kafka.group_id
@@ -120,6 +126,7 @@ class Pipeline:
         self._saved: tuple | None = None
         self._metrics = metrics or MetricsRecorder(None, config.metrics.flush_seconds)
         self._progress = progress
+        self._lease = lease  # None: the caller makes sure no other job runs this consumer
         self._run_id = ""
         self._committed: dict[TopicPartition, int] = {}  # offsets saved last (at start: where reading began)
         self._applied_ts: int | None = None  # upstream commitTs through which the tables are applied
@@ -136,6 +143,10 @@ class Pipeline:
         check_session(config, spark)
         sql = SqlSession(spark)
         locator = locator_for(config)
+        # The lease is renewed on a session of its own (a heartbeat thread), so a long
+        # statement of the job's does not hold its renewal up.
+        lease = ConsumerLease(DeltaLeaseStore(sql.fork(), locator), config.kafka.group_id, config.run.lease_seconds)
+        sql.guard_writes(lease.check)
         decoder = config.protocol.create_decoder(config.types)
         times = PhaseTimes()
         writer = DeltaWriter(sql, locator, times, table_features=config.target.table_features)
@@ -151,7 +162,7 @@ class Pipeline:
                 times,
                 registry=TableRegistry(sql, locator, config.kafka.group_id),
             ),
-            checkpoints=CheckpointStore(sql, locator),
+            checkpoints=CheckpointStore(sql, locator, Retention(config.checkpoint.keep, config.checkpoint.cleanup_every)),
             dead_letters=DeadLetterTable(sql, locator, config.kafka.group_id),
             gate_factory=functools.partial(
                 gate_for, max_in_memory=run.max_pending_events, spill_dir=run.spill_dir or None
@@ -162,18 +173,23 @@ class Pipeline:
                 MetricsTable(sql, locator) if config.metrics.table else None, config.metrics.flush_seconds, times=times
             ),
             progress=ProgressLine.for_run(run.mode, progress_stream),
+            lease=lease,
         )
 
     def run(self) -> RunResult:
         log.info("effective configuration: %s", json.dumps(self._config.describe(), sort_keys=True))
         self._run_id = uuid.uuid4().hex
         try:
-            self._start()
-            return self._loop()
+            # Taken before the checkpoint is read: what a previous holder saved last is what counts.
+            with self._lease.held() if self._lease is not None else nullcontext():
+                try:
+                    self._start()
+                    return self._loop()
+                finally:
+                    if self._progress is not None:
+                        self._progress.close()
+                    self._metrics.flush()  # a write: while the lease is held
         finally:
-            if self._progress is not None:
-                self._progress.close()
-            self._metrics.flush()
             self._source.close()
             if self._gate is not None:
                 self._gate.close()
@@ -249,6 +265,8 @@ class Pipeline:
         """Decode, gate, apply and checkpoint one batch; what it applied, and how many dead letters."""
         with _no_cyclic_gc():
             errors = self._decode(messages)
+        if self._lease is not None:
+            self._lease.check("apply a batch")  # (every write asks again)
         # Complete events go to the tables in slices of at most a batch (a lagging
         # partition may have held back far more); each slice ends at a commitTs.
         summary = ApplySummary()
@@ -381,6 +399,10 @@ class Pipeline:
             self._source.commit(offsets)
         self._saved = (offsets, watermarks)
         self._committed = offsets
+        # Only after the checkpoint it keeps is saved (a crash in it loses nothing).
+        if self._checkpoints.cleanup_due(self._batch):
+            with self._times.phase("checkpoint_cleanup"):
+                self._checkpoints.clean_up(self._consumer_id, self._batch)
 
     def _bad_message(self, err: DecodeError, errors: list[DecodeError]) -> None:
         if self._config.policy.on_bad_message == "fail":

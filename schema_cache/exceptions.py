@@ -95,6 +95,21 @@ class RegistryUnavailableError(RegistryError):
     """The schema registry could not be reached, or kept failing, for longer than allowed."""
 
 
+class AuthenticationError(MaterializerError):
+    """Kafka or the schema registry refused the job's credentials (exit status 7): retrying cannot help.
+
+    The message names the service and the mechanism, never a secret.
+    """
+
+
+class KafkaAuthenticationError(SourceError, AuthenticationError):
+    """A broker refused the job's SASL login (librdkafka's _AUTHENTICATION)."""
+
+
+class RegistryAuthenticationError(RegistryError, AuthenticationError):
+    """The schema registry answered 401: missing or wrong basic-auth credentials."""
+
+
 # --- applying ------------------------------------------------------------------------------
 
 
@@ -104,3 +119,18 @@ class ApplyError(MaterializerError):
 
 class ConcurrentCommitError(ApplyError):
     """Another writer kept committing to a table between our read and our commit, past the retries."""
+
+
+# --- one writer per consumer -------------------------------------------------------------
+
+
+class LeaseError(MaterializerError):
+    """Another job runs (or took over) this consumer: this one must not write (exit status 5)."""
+
+
+class LeaseHeldError(LeaseError):
+    """At start: another live job holds the consumer's lease."""
+
+
+class LeaseLostError(LeaseError):
+    """While running: the lease was taken over by another job (this one paused past its expiry)."""

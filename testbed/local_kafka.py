@@ -4,6 +4,11 @@ The broker jars (org.apache.kafka:kafka_2.13 and its runtime dependencies)
 come from Maven Central through Maven's dependency plugin into the cache
 folder; the broker runs as a child `java` process.
 
+Optionally (`SaslSslListener`) the broker also listens with SASL_SSL on a second loopback
+port: TLS with a certificate from `testbed.tls` and SCRAM credentials created when the KRaft
+log dir is formatted. The PLAINTEXT listener stays what tests produce to and the broker uses
+itself.
+
 Command line: ``python -m testbed.local_kafka [--data-dir DIR] [--port N]`` runs
 one in the foreground until interrupted.
 """
@@ -20,9 +25,12 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.paths import cache_dir
+from testbed.tls import Pkcs12Keystore
 
 log = logging.getLogger(__name__)
 
@@ -112,18 +120,55 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+@dataclass(frozen=True)
+class SaslSslListener:
+    """An extra listener speaking SASL_SSL: TLS with `keystore`'s certificate, SCRAM logins of `users`."""
+
+    keystore: Pkcs12Keystore
+    users: Mapping[str, str]  # user name -> password (plain letters, digits and -_.: the storage tool parses them)
+    mechanism: str = "SCRAM-SHA-512"  # or SCRAM-SHA-256
+    port: int | None = None
+
+    def broker_properties(self) -> dict[str, str]:
+        jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {
+            "sasl.enabled.mechanisms": self.mechanism,
+            f"listener.name.sasl_ssl.{self.mechanism.lower()}.sasl.jaas.config": jaas,
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(self.keystore.path),
+            "ssl.keystore.password": self.keystore.password,
+            "ssl.key.password": self.keystore.password,
+        }
+
+    def format_arguments(self) -> list[str]:
+        """The storage tool's arguments creating the SCRAM credentials (KRaft keeps them in its metadata)."""
+        return [
+            arg for user, password in self.users.items()
+            for arg in ("--add-scram", f"{self.mechanism}=[name={user},password={password}]")
+        ]
+
+
 class LocalKafka:
     """One broker+controller node; `start()` returns once it serves metadata."""
 
-    def __init__(self, data_dir: Path | str, port: int | None = None) -> None:
+    def __init__(self, data_dir: Path | str, port: int | None = None, sasl_ssl: SaslSslListener | None = None) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.port = port or _free_port()
         self._controller_port = _free_port()
+        self._sasl_ssl = sasl_ssl
+        self.sasl_ssl_port = (sasl_ssl.port or _free_port()) if sasl_ssl else None
         self._process: subprocess.Popen | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        """The SASL_SSL listener's address (its certificate names 127.0.0.1 and localhost)."""
+        if self.sasl_ssl_port is None:
+            raise KafkaSetupError("this broker has no SASL_SSL listener")
+        return f"127.0.0.1:{self.sasl_ssl_port}"
 
     def _java(self) -> str:
         java = shutil.which("java")
@@ -154,6 +199,13 @@ class LocalKafka:
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
         }
+        if self._sasl_ssl is not None:
+            sasl_ssl = f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}"
+            properties["listeners"] += f",{sasl_ssl}"
+            properties["advertised.listeners"] += f",{sasl_ssl}"
+            properties["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
+            properties["inter.broker.listener.name"] = "PLAINTEXT"
+            properties.update(self._sasl_ssl.broker_properties())
         path = self.data_dir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
         (self.data_dir / "log4j2.properties").write_text(_LOG4J)
@@ -180,7 +232,8 @@ class LocalKafka:
             while cluster_id.startswith("-"):  # the tool would take a leading "-" for an option (1 in 64)
                 cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             formatted = subprocess.run(
-                self._java_command(libs, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)),
+                self._java_command(libs, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config),
+                                   *(self._sasl_ssl.format_arguments() if self._sasl_ssl else ())),
                 capture_output=True,
                 text=True,
             )

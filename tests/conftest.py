@@ -24,11 +24,14 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if _HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
-        if one_pair and this_pair and this_pair != one_pair and item.get_closest_marker("one_pair"):
+        marker = item.get_closest_marker("one_pair")
+        # `pair=` spreads such tests over both sides (they run side by side); the default is scripts/test's.
+        chosen = marker.kwargs.get("pair", one_pair) if marker else None
+        if one_pair and this_pair and marker and this_pair != chosen:
             item.add_marker(
                 pytest.mark.skip(
-                    reason=f"{item.get_closest_marker('one_pair').args[0]}: run on the {one_pair} pair only when "
-                    f"both pairs run (CI time); `scripts/test --pair {this_pair}` runs it here"
+                    reason=f"{marker.args[0]}: run on the {chosen} pair only when both pairs run (CI time); "
+                    f"`scripts/test --pair {this_pair}` runs it here"
                 )
             )
 
@@ -36,8 +39,8 @@ def pytest_collection_modifyitems(items):
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        "one_pair(why): slow and exercising nothing that differs between the Python/Spark/Delta pairs "
-        "(why says so); scripts/test runs it on one pair when it runs both",
+        "one_pair(why, pair=...): slow and exercising nothing that differs between the Python/Spark/Delta pairs "
+        "(why says so); scripts/test runs it on one pair when it runs both (`pair`, default its own choice)",
     )
     config.addinivalue_line(
         "markers",

@@ -4,18 +4,31 @@ The only stand-in the tests use (no registry server can be installed here).
 It implements the endpoints confluent-kafka's SchemaRegistryClient and TiCDC's
 encoder call: GET /, GET /schemas/ids/{id}, POST /subjects/{s}/versions
 (register), POST /subjects/{s} (lookup), GET /subjects, GET
-/subjects/{s}/versions[/{v}|/latest]; optional basic auth; and fault
-injection (answer 503 for a while, or stop listening and start again on the
-same port).
+/subjects/{s}/versions[/{v}|/latest]; optional basic auth (401 without
+the right credentials); optional TLS (https, with a certificate such as
+`testbed.tls.LocalCa.issue` makes); and fault injection (answer 503 for a
+while, or stop listening and start again on the same port).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import ssl
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError)):
+            return  # a client refusing our certificate, or hanging up: its own error says so
+        super().handle_error(request, client_address)
 
 
 def _canonical(schema: str) -> str:
@@ -23,8 +36,9 @@ def _canonical(schema: str) -> str:
 
 
 class FakeSchemaRegistry:
-    def __init__(self, user_info: str | None = None) -> None:
+    def __init__(self, user_info: str | None = None, tls: tuple[Path | str, Path | str] | None = None) -> None:
         self.user_info = user_info
+        self.tls = tls  # (certificate, key) PEM files: serve https
         self.schemas: dict[int, str] = {}
         self.subjects: dict[str, list[int]] = {}
         self.requests: list[str] = []
@@ -38,7 +52,7 @@ class FakeSchemaRegistry:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self._port}"
 
     def start(self) -> str:
         registry = self
@@ -53,8 +67,12 @@ class FakeSchemaRegistry:
             def do_POST(self) -> None:
                 registry._handle(self, "POST")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", self._port), Handler)
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*(str(part) for part in self.tls))
+            # The handshake happens on the handler's first read, in its own thread.
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True, do_handshake_on_connect=False)
         self._port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self.url

@@ -5,7 +5,9 @@ errors, timeouts, refused connections) are retried with jittered backoff
 until `max_wait_seconds`, then the job stops with RegistryUnavailableError:
 nothing is skipped, so nothing is lost. An id the registry does not know is
 the message's fault: SchemaIdNotFoundError, which the decoder reports as a
-DecodeError naming the message.
+DecodeError naming the message. A 401 (credentials missing or wrong) stops
+the job at once with RegistryAuthenticationError; other refusals (403, 4xx)
+with RegistryError.
 """
 
 from __future__ import annotations
@@ -16,10 +18,17 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from urllib.parse import urlparse
 
 from confluent_kafka.schema_registry import SchemaRegistryClient, SchemaRegistryError
 
-from schema_cache.exceptions import ConfigError, RegistryError, RegistryUnavailableError, SchemaIdNotFoundError
+from schema_cache.exceptions import (
+    ConfigError,
+    RegistryAuthenticationError,
+    RegistryError,
+    RegistryUnavailableError,
+    SchemaIdNotFoundError,
+)
 from schema_cache.ticdc_avro.options import RegistryOptions
 
 log = logging.getLogger(__name__)
@@ -62,6 +71,12 @@ class SchemaRegistry:
             except SchemaRegistryError as err:
                 if err.http_status_code == 404:
                     raise SchemaIdNotFoundError(f"schema id {schema_id} is not in the registry: {err}") from err
+                if err.http_status_code == 401:
+                    raise RegistryAuthenticationError(
+                        f"the schema registry at {self._where()} refused the job's credentials fetching schema id "
+                        f"{schema_id} (HTTP 401, authentication failed: check registry.basic_auth_user_info or the "
+                        f"user:password in registry.url): {err}"
+                    ) from err
                 if err.http_status_code not in _RETRIABLE_STATUS:
                     raise RegistryError(f"the schema registry refused schema id {schema_id}: {err}") from err
                 failure = err
@@ -78,3 +93,8 @@ class SchemaRegistry:
             delay = min(delay, max(0.0, deadline - self._clock()))
             log.warning("schema registry: %s; retrying schema id %d in %.1fs", failure, schema_id, delay)
             self._sleep(delay)
+
+    def _where(self) -> str:
+        """The registry's URL without the user:password it may carry."""
+        url = urlparse(self._options.url)
+        return url._replace(netloc=url.netloc.rsplit("@", 1)[-1]).geturl()

@@ -120,8 +120,10 @@ class TiCDCAvroWriter:
         decimal_mode: str = "precise",
         bigint_mode: str = "long",
         timestamp_zone: str = "UTC",
+        registry_config: Mapping[str, object] | None = None,
     ) -> None:
-        self._client = SchemaRegistryClient({"url": registry_url})
+        # registry_config: more of the client's settings (basic.auth.user.info, ssl.ca.location, ...)
+        self._client = SchemaRegistryClient({**(registry_config or {}), "url": registry_url})
         self._options = {"decimal_mode": decimal_mode, "bigint_mode": bigint_mode}
         self._extension = enable_tidb_extension
         self._zone = ZoneInfo(timestamp_zone)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
+from jobs import cli
 from jobs.cli import main
+from schema_cache.exceptions import LeaseHeldError, LeaseLostError
 
 
 def test_bad_configuration_exits_2_naming_the_key(caplog, tmp_path):
@@ -23,3 +27,14 @@ def test_missing_config_file_exits_2(caplog, tmp_path):
     caplog.set_level(logging.ERROR)
     assert main(["run", "--config", str(tmp_path / "nope.toml")]) == 2
     assert "cannot read config file" in caplog.text
+
+
+@pytest.mark.parametrize("error", [LeaseHeldError, LeaseLostError])
+def test_another_job_running_the_consumer_exits_5_with_the_reason(caplog, monkeypatch, error):
+    def held_elsewhere(_args):
+        raise error("consumer 'shop' is being run by another job (vm pid 12)")
+
+    monkeypatch.setattr(cli, "_command_run", held_elsewhere)
+    caplog.set_level(logging.ERROR)
+    assert main(["run", "--topics", "cdc", "--target-path", "/tmp/x"]) == 5
+    assert "consumer 'shop' is being run by another job (vm pid 12)" in caplog.text

@@ -78,6 +78,8 @@ def test_comma_separated_topics_from_the_command_line():
         ({**MINIMAL, "target": {"path": "/a", "catalog": "main"}}, r"target: set exactly one of target.path"),
         ({**MINIMAL, "target": {}}, r"target: set exactly one of target.path"),
         ({**MINIMAL, "run": {"batch_max_seconds": 0}}, r"run.batch_max_seconds: must be a positive number, got 0"),
+        ({**MINIMAL, "run": {"lease_seconds": "long"}}, r"run.lease_seconds: must be a positive number, got 'long'"),
+        ({**MINIMAL, "run": {"lease_seconds": 0.5}}, r"run.lease_seconds: 0.5 is too short \(at least 2:"),
         ({**MINIMAL, "extra": {}}, r"extra: unknown section; allowed: kafka, target, protocol, run, policy, metrics, spark, types, registry"),
         ({"target": {"path": "/a"}}, r"kafka: section is required"),
         ({**MINIMAL, "protocol": {"name": "avro"}}, r"registry.url: required for protocol 'avro'"),
@@ -141,3 +143,8 @@ def test_variant_columns_need_full_table_features():
         config.from_mapping({**MINIMAL, "types": {"json": "variant"}})
     full = {**MINIMAL, "target": {"path": "/lake", "table_features": "full"}, "types": {"json": "variant"}}
     assert config.from_mapping(full).types.json == "variant"
+
+
+def test_the_lease_lasts_a_minute_unless_set():
+    assert config.from_mapping(MINIMAL).run.lease_seconds == 60
+    assert config.from_mapping({**MINIMAL, "run": {"lease_seconds": 5}}).run.lease_seconds == 5

@@ -6,7 +6,7 @@ import pytest
 from delta.exceptions import ConcurrentAppendException
 
 from apply.sql_session import CommitTags, SqlSession, is_commit_conflict
-from schema_cache.exceptions import ConcurrentCommitError
+from schema_cache.exceptions import ConcurrentCommitError, LeaseLostError
 
 
 class _Conflict(ConcurrentAppendException):
@@ -73,3 +73,33 @@ def test_conflicts_past_the_retries_become_a_typed_error_and_other_errors_pass_t
     with pytest.raises(ValueError, match="not a conflict"):
         sql.run(broken)
     assert is_commit_conflict(_conflict("x")) and not is_commit_conflict(ValueError("x"))
+
+
+def test_the_write_guard_is_asked_before_every_attempt_and_can_refuse_the_write():
+    # Setup: a guard that records what it is asked and refuses after two questions; a statement
+    # that loses one race. Expect: asked before the first attempt and before the retry; a refused
+    # write never runs; the lease's own writes (`run_unguarded`) are not asked about.
+    sql = SqlSession(_Session(), isolate=False, sleep=lambda _: None)
+    asked, ran = [], []
+
+    def guard(what):
+        asked.append(what)
+        if len(asked) > 2:
+            raise LeaseLostError("lost")
+
+    sql.guard_writes(guard)
+
+    def loses_once():
+        ran.append("merge")
+        if len(ran) == 1:
+            raise _conflict("concurrent update")
+
+    sql.run(loses_once, what="merge t")
+    assert asked == ["merge t", "merge t"] and ran == ["merge", "merge"]
+    with pytest.raises(LeaseLostError):
+        sql.run(lambda: ran.append("checkpoint"), what="save checkpoint")
+    with pytest.raises(LeaseLostError):
+        sql.check_write("drop t")
+    assert "checkpoint" not in ran
+    sql.run_unguarded(lambda: ran.append("lease"))
+    assert ran[-1] == "lease"

@@ -16,7 +16,7 @@ from decimal import Decimal
 import pytest
 
 from schema_cache.events import Op, Ordering, RawMessage, RowChange, SchemaChange, TableName
-from schema_cache.exceptions import DecodeError, RegistryError, RegistryUnavailableError
+from schema_cache.exceptions import DecodeError, RegistryAuthenticationError, RegistryUnavailableError
 from schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
 from testbed.encoders.ticdc_avro import TiCDCAvroWriter
 from testbed.tables import column, table_schema
@@ -244,7 +244,7 @@ def test_basic_auth_from_url_encoded_user_info():
         events = avro_decoder(authed).decode(message(key, value))
         assert events[-1].after[0] == Decimal(2**63 + 7)
         # Without credentials: refused at once, not retried, not a bad message.
-        with pytest.raises(RegistryError, match="refused schema id .*Unauthorized"):
+        with pytest.raises(RegistryAuthenticationError, match="refused the job's credentials .*Unauthorized"):
             avro_decoder(registry.url).decode(message(key, value))
     finally:
         registry.stop()

@@ -1,0 +1,187 @@
+"""The consumer lease's row, and the product's own `leases` Delta table that keeps it (`apply.lease`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import functions as F
+
+from apply.internal_tables import ensure_internal_table
+from apply.locator import TableLocator
+from apply.progress import is_missing_table
+from apply.sql_session import SqlSession, is_commit_conflict
+from schema_cache.exceptions import ApplyError
+
+log = logging.getLogger(__name__)
+
+TABLE = "leases"
+_COLUMNS = (
+    ("consumer", "STRING"),
+    ("owner", "STRING"),
+    ("epoch", "BIGINT"),
+    ("revision", "BIGINT"),
+    ("holder", "STRING"),
+    ("process", "STRING"),
+    ("acquired_at", "TIMESTAMP"),
+    ("renewed_at", "TIMESTAMP"),
+    ("expires_at", "TIMESTAMP"),
+)
+# A row changes with every renewal (a small data file replaced each time): keep the table's
+# history short, and let VACUUM remove replaced files after an hour (its own retention).
+_PROPERTIES = {
+    "delta.logRetentionDuration": "interval 1 days",
+    "delta.deletedFileRetentionDuration": "interval 1 hours",
+}
+_CREATE_ATTEMPTS = 4
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def micros(seconds: float) -> int:
+    """Seconds as the microseconds a lease row's times are kept in."""
+    return int(seconds * 1_000_000)
+
+
+def timestamp(us: int) -> dt.datetime:
+    return _EPOCH + dt.timedelta(microseconds=us)
+
+
+def shown(us: int) -> str:
+    return timestamp(us).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """The consumer's row; times in microseconds since the epoch. `owner` None: released.
+
+    `holder` is for people (host and pid); `process` identifies the holder's
+    process on its machine (`process_identity`), or is None.
+    """
+
+    consumer: str
+    owner: str | None
+    epoch: int
+    revision: int
+    holder: str
+    process: str | None
+    acquired_us: int
+    renewed_us: int
+    expires_us: int
+
+    def free_at(self, now_us: int) -> bool:
+        return self.owner is None or self.expires_us <= now_us
+
+    def describe(self) -> str:
+        return f"{self.holder or 'unknown'}, epoch {self.epoch}, taken {shown(self.acquired_us)}"
+
+
+class LeaseStore(Protocol):
+    def prepare(self) -> None:
+        """Create the table if missing."""
+        ...
+
+    def read(self, consumer: str) -> LeaseRecord | None: ...
+
+    def write(self, record: LeaseRecord, expected: LeaseRecord | None) -> bool:
+        """Store `record` if the consumer's row is still `expected` (same revision; None: no row); else nothing.
+
+        Also nothing when another commit to the table came first (Delta's
+        concurrent-modification error). True if `record` was stored.
+        """
+        ...
+
+    def tidy(self) -> None:
+        """Remove files the table no longer uses."""
+        ...
+
+
+class DeltaLeaseStore:
+    """Lease rows in the product's own `leases` Delta table."""
+
+    def __init__(self, sql: SqlSession, locator: TableLocator) -> None:
+        self._sql = sql
+        self._locator = locator
+        self.sql_name = locator.internal_sql_name(TABLE)
+
+    def prepare(self) -> None:
+        columns = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
+        for attempt in range(1, _CREATE_ATTEMPTS + 1):
+            try:
+                ensure_internal_table(self._sql, self._locator, TABLE, columns, properties=_PROPERTIES, guarded=False)
+                return
+            except Exception:
+                # Two jobs starting at once both create it. The loser may be told that the table
+                # exists, that its location is not empty (the winner is half-way), or that it lost
+                # the commit race: once the winner is done the table is there; else the error was real.
+                if self._exists():
+                    return
+                if attempt == _CREATE_ATTEMPTS:
+                    raise
+                time.sleep(attempt)
+
+    def _exists(self) -> bool:
+        try:
+            self._sql.table(self.sql_name).limit(0).collect()
+        except AnalysisException as err:
+            if is_missing_table(err):
+                return False
+            raise
+        return True
+
+    def tidy(self) -> None:
+        # Without RETAIN, VACUUM keeps what the table's deletedFileRetentionDuration says.
+        self._sql.run_unguarded(f"VACUUM {self.sql_name}", what=f"vacuum {self.sql_name}")
+
+    def read(self, consumer: str) -> LeaseRecord | None:
+        rows = (
+            self._sql.table(self.sql_name)
+            .where(F.col("consumer") == F.lit(consumer))
+            .select(
+                "owner", "epoch", "revision", "holder", "process",
+                *(F.expr(f"unix_micros({c})").alias(c) for c in ("acquired_at", "renewed_at", "expires_at")),
+            )
+            .collect()
+        )
+        if len(rows) > 1:
+            # Never written so (the MERGE keys on consumer): someone edited the table by hand.
+            raise ApplyError(f"{self.sql_name} holds {len(rows)} rows for consumer {consumer!r}; delete all but one")
+        if not rows:
+            return None
+        row = rows[0]
+        return LeaseRecord(
+            consumer, row["owner"], row["epoch"], row["revision"], row["holder"] or "", row["process"],
+            row["acquired_at"], row["renewed_at"], row["expires_at"],
+        )
+
+    def write(self, record: LeaseRecord, expected: LeaseRecord | None) -> bool:
+        values = (
+            record.consumer, record.owner, record.epoch, record.revision, record.holder, record.process,
+            timestamp(record.acquired_us), timestamp(record.renewed_us), timestamp(record.expires_us),
+            None if expected is None else expected.revision,
+        )
+        schema = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS) + ", seen_revision BIGINT"
+        names = [name for name, _ in _COLUMNS]
+        updates = ", ".join(f"t.{name} = s.{name}" for name in names[1:])
+        with self._sql.view([values], schema, prefix="ticdc_delta_lease") as source:
+            try:
+                outcome = self._sql.run_unguarded(
+                    f"MERGE INTO {self.sql_name} AS t USING {source} AS s ON t.consumer = s.consumer "
+                    f"WHEN MATCHED AND t.revision = s.seen_revision THEN UPDATE SET {updates} "
+                    f"WHEN NOT MATCHED AND s.seen_revision IS NULL THEN INSERT ({', '.join(names)}) "
+                    f"VALUES ({', '.join('s.' + n for n in names)})",
+                    what=f"lease of {record.consumer}",
+                    retry_conflicts=False,
+                )
+            except Exception as err:
+                if not is_commit_conflict(err):
+                    raise
+                log.info("lease of %s: another commit to %s came first (%s)", record.consumer, self.sql_name,
+                         type(err).__name__)
+                return False
+        # MERGE reports what it changed: one row, exactly when the condition held at its commit.
+        metrics = outcome.collect()[0]
+        return metrics["num_updated_rows"] + metrics["num_inserted_rows"] == 1

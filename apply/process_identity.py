@@ -1,0 +1,50 @@
+"""Whether the process that holds a lease has ended, where that can be known (same machine, same pid namespace)."""
+
+from __future__ import annotations
+
+import os
+
+
+def _machine() -> tuple[str, str] | None:
+    """(boot id, pid namespace) of this process: pids mean the same thing only where both agree."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return boot.read().strip(), os.readlink("/proc/self/ns/pid")
+    except OSError:  # not Linux, or no /proc: no shortcut
+        return None
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks since boot) of a process, None if there is none."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], fields[19]
+
+
+def process_identity(pid: int | None = None) -> str | None:
+    """`boot id/pid namespace/pid/start time` of a process (default: this one); None where unknown.
+
+    The start time tells a pid reused by a later process from the one named.
+    """
+    machine, pid = _machine(), pid or os.getpid()
+    stat = _stat(pid)
+    if machine is None or stat is None:
+        return None
+    return f"{machine[0]}/{machine[1]}/{pid}/{stat[1]}"
+
+
+def process_gone(identity: str | None) -> bool:
+    """Whether `identity` names a process of this machine's current boot and pid namespace that has ended.
+
+    False whenever that cannot be known (another machine or container, no
+    /proc): then only the lease's expiry frees it.
+    """
+    machine = _machine()
+    parts = (identity or "").rsplit("/", 2)
+    if machine is None or len(parts) != 3 or parts[0] != f"{machine[0]}/{machine[1]}" or not parts[1].isdigit():
+        return False
+    stat = _stat(int(parts[1]))
+    return stat is None or stat[1] != parts[2] or stat[0] in ("Z", "X")  # none, a newer one, or dead unreaped

@@ -1,0 +1,234 @@
+"""The fault script's growth section: the checkpoint table after many batches, with its retention and compaction.
+
+    .venv/bin/python benchmarks/faults.py --only growth [--growth-batches N] [--growth-keep K] [--growth-cleanup-every E]
+
+Saves `--growth-batches` checkpoints through the product's own `CheckpointStore` on a local Spark + Delta
+session, as the job does after each batch: save, then clean up when the batch number says so
+(`checkpoint.keep`, `checkpoint.cleanup_every`; the product's defaults unless given). The batches are
+spread round-robin over `--growth-consumers` consumer groups sharing the table, each checkpoint with
+offsets of 6 partitions and a decoder state of `--growth-state-bytes` random bytes (a schema cache of a
+few tables; random, so compression does not flatter it).
+
+Prints along the way (every `--growth-sample-every` saves) and at the end: rows in the table (in all and
+per consumer), data files in the current snapshot, files and bytes on disk under the table's folder,
+the `_delta_log` folder's files and bytes, seconds per save (mean, first and last tenth) and the mean
+cost of a cleanup (per step, and spread over the saves). Fails (returns False) when a consumer holds more
+rows than keep + cleanup_every, or the snapshot more data files than cleanup_every x consumers + 1 (one
+file per save since the last cleanup, which compacts every consumer's), or, with
+`--growth-file-retention-seconds 0`, a data file on disk is not in the snapshot (a stray file no cleanup
+removes), at any sample or at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PARTITIONS = 6
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from jobs.config import CheckpointConfig
+
+    defaults = CheckpointConfig()
+    group = parser.add_argument_group("growth")
+    group.add_argument("--growth-batches", type=int, default=10_000, help="checkpoints saved in all (default 10,000)")
+    group.add_argument("--growth-consumers", type=int, default=2, help="consumer groups sharing the table (default 2)")
+    group.add_argument("--growth-keep", type=int, default=defaults.keep, help="checkpoint.keep (default: the product's)")
+    group.add_argument(
+        "--growth-cleanup-every", type=int, default=defaults.cleanup_every, help="checkpoint.cleanup_every (default: the product's)"
+    )
+    group.add_argument("--growth-state-bytes", type=int, default=4096, help="decoder state per checkpoint (default 4096)")
+    group.add_argument(
+        "--growth-file-retention-seconds",
+        type=int,
+        default=None,
+        help="delta.deletedFileRetentionDuration of the table (default: the product's)",
+    )
+    group.add_argument("--growth-sample-every", type=int, default=500, help="saves between two looks at the table")
+    group.add_argument("--growth-workdir", type=Path, default=None, help="where the table goes (default: a temp dir)")
+
+
+# --- what is measured -----------------------------------------------------------------------
+
+
+@dataclass
+class Timings:
+    saves: list[float] = field(default_factory=list)
+    cleanups: list[float] = field(default_factory=list)
+    steps: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+
+@dataclass(frozen=True)
+class Look:
+    """The table at one moment."""
+
+    rows: dict[str, int]
+    live_files: int  # data files of the current snapshot
+    data_files: int  # data files (parquet) on disk, used or not
+    data_bytes: int
+    local_checksums: int  # Hadoop's hidden `.<file>.crc` beside each file: local file systems only
+    log_files: int  # everything in _delta_log (local checksums included)
+    log_bytes: int
+    log_kinds: dict[str, int]
+    total_files: int  # everything under the table's folder
+    total_bytes: int
+
+
+def _log_kind(name: str) -> str:
+    if name.startswith(".") and name.endswith(".crc"):
+        return "local checksum"
+    if ".checkpoint" in name:
+        return "checkpoint"
+    if name.endswith(".json"):
+        return "commit"
+    if name.endswith(".crc"):
+        return "version checksum"
+    return "other"
+
+
+def look(sql, name: str, folder: Path) -> Look:
+    rows = {r["consumer"]: r["n"] for r in sql.sql(f"SELECT consumer, count(*) AS n FROM {name} GROUP BY consumer").collect()}
+    live = sql.sql(f"DESCRIBE DETAIL {name}").collect()[0]["numFiles"]
+    data = list(folder.glob("*.parquet"))
+    log = [p for p in (folder / "_delta_log").rglob("*") if p.is_file()]
+    everything = [p for p in folder.rglob("*") if p.is_file()]
+    kinds: dict[str, int] = defaultdict(int)
+    for path in log:
+        kinds[_log_kind(path.name)] += 1
+    return Look(
+        rows=dict(sorted(rows.items())),
+        live_files=live,
+        data_files=len(data),
+        data_bytes=sum(p.stat().st_size for p in data),
+        local_checksums=len(list(folder.glob(".*.crc"))),
+        log_files=len(log),
+        log_bytes=sum(p.stat().st_size for p in log),
+        log_kinds=dict(sorted(kinds.items())),
+        total_files=len(everything),
+        total_bytes=sum(p.stat().st_size for p in everything),
+    )
+
+
+def describe(look_: Look) -> str:
+    per_consumer = ", ".join(f"{c} {n:,}" for c, n in look_.rows.items())
+    return (
+        f"rows {sum(look_.rows.values()):,} ({per_consumer}); data files: {look_.live_files:,} in the snapshot, "
+        f"{look_.data_files:,} on disk ({look_.data_bytes / 1024:,.0f} KiB; and {look_.local_checksums:,} local checksums); "
+        f"_delta_log {look_.log_files:,} files, {look_.log_bytes / 1024:,.0f} KiB ("
+        + ", ".join(f"{kind} {n:,}" for kind, n in look_.log_kinds.items())
+        + f"); in all {look_.total_files:,} files, {look_.total_bytes / 1024:,.0f} KiB"
+    )
+
+
+def bounded(look_: Look, retention, consumers: int) -> list[str]:
+    """What exceeds the bounds the retention promises (empty when nothing does)."""
+    keep, every = retention.keep, retention.cleanup_every
+    problems = [f"{c}: {n:,} rows > keep + cleanup_every = {keep + every:,}" for c, n in look_.rows.items() if n > keep + every]
+    if look_.live_files > every * consumers + 1:
+        problems.append(f"{look_.live_files:,} data files in the snapshot > cleanup_every x consumers + 1")
+    # Files leave the snapshot only in cleanups, each ending with a VACUUM when nothing need wait:
+    # then any file on disk beyond the snapshot's was never in it (a stray the cleanup cannot find).
+    if retention.file_seconds == 0 and look_.data_files != look_.live_files:
+        problems.append(f"{look_.data_files:,} data files on disk, {look_.live_files:,} in the snapshot")
+    return problems
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+def _checkpoint(consumer: str, batch: int, state: bytes):
+    from apply.checkpoint import Checkpoint
+    from schema_cache.events import TopicPartition
+
+    offsets = {TopicPartition("growth", p): batch * 100 + p for p in range(PARTITIONS)}
+    watermarks = {tp: batch << 18 for tp in offsets}
+    return Checkpoint(consumer, batch, offsets, watermarks, state)
+
+
+def _save_all(args, store, retention, sql, name: str, folder: Path, consumers: list[str]) -> tuple[Timings, list[str]]:
+    timings, problems = Timings(), []
+    batches = dict.fromkeys(consumers, 0)
+    started = time.perf_counter()
+    for n in range(1, args.growth_batches + 1):
+        consumer = consumers[(n - 1) % len(consumers)]
+        batches[consumer] += 1
+        batch = batches[consumer]
+        began = time.perf_counter()
+        # A fresh random state per save: nothing compresses, within a row or across rows.
+        store.save(_checkpoint(consumer, batch, os.urandom(args.growth_state_bytes)))
+        timings.saves.append(time.perf_counter() - began)
+        if store.cleanup_due(batch):
+            began = time.perf_counter()
+            report = store.clean_up(consumer, batch)
+            timings.cleanups.append(time.perf_counter() - began)
+            for step, seconds in (report.seconds if report else {}).items():
+                timings.steps[step].append(seconds)
+        if n % args.growth_sample_every == 0:
+            now = look(sql, name, folder)
+            problems += bounded(now, retention, len(consumers))
+            print(f"  ... {n:,} saves, {time.perf_counter() - started:,.0f} s: {describe(now)}", flush=True)
+    return timings, problems
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else 0.0
+
+
+def _report_times(timings: Timings, saves: int) -> None:
+    tenth = max(1, len(timings.saves) // 10)
+    print(
+        f"seconds per save: mean {_mean(timings.saves):.3f} (first tenth {_mean(timings.saves[:tenth]):.3f}, "
+        f"last tenth {_mean(timings.saves[-tenth:]):.3f}, median {statistics.median(timings.saves):.3f})",
+        flush=True,
+    )
+    steps = ", ".join(f"{step} {_mean(values):.2f}" for step, values in timings.steps.items())
+    vacuums = sum(1 for v in timings.steps.get("vacuum", []) if v > 0.05)
+    print(
+        f"cleanups: {len(timings.cleanups):,}, mean {_mean(timings.cleanups):.2f} s ({steps}; VACUUM ran in {vacuums}); "
+        f"spread over the saves {sum(timings.cleanups) / max(1, saves):.3f} s per save",
+        flush=True,
+    )
+    total = sum(timings.saves) + sum(timings.cleanups)
+    print(f"total {total:,.0f} s for {saves:,} saves: {total / max(1, saves):.3f} s per save, cleanups included", flush=True)
+
+
+def run(args: argparse.Namespace) -> bool:
+    from apply.checkpoint import CheckpointStore, Retention
+    from apply.locator import PathLocator
+    from apply.sql_session import SqlSession
+    from jobs.session import get_spark
+
+    consumers = [f"growth-{i}" for i in range(1, args.growth_consumers + 1)]
+    chosen = {} if args.growth_file_retention_seconds is None else {"file_seconds": args.growth_file_retention_seconds}
+    retention = Retention(args.growth_keep, args.growth_cleanup_every, **chosen)
+    print(
+        f"{args.growth_batches:,} checkpoints over {len(consumers)} consumers, {args.growth_state_bytes:,}-byte decoder "
+        f"state; keep {retention.keep}, cleanup every {retention.cleanup_every} batches, files no longer used deleted "
+        f"after {retention.file_seconds} s",
+        flush=True,
+    )
+    spark = get_spark("local[*]")
+    sql = SqlSession(spark)
+    with tempfile.TemporaryDirectory(prefix="ticdc-growth-", dir=args.growth_workdir) as workdir:
+        locator = PathLocator(workdir)
+        store = CheckpointStore(sql, locator, retention)
+        name = locator.internal_sql_name("checkpoints")
+        folder = Path(workdir) / "_ticdc" / "checkpoints"
+        timings, problems = _save_all(args, store, retention, sql, name, folder, consumers)
+        final = look(sql, name, folder)
+        problems += bounded(final, retention, len(consumers))
+        newest = {c: store.load(c).batch for c in consumers}
+    print(f"at the end: {describe(final)}", flush=True)
+    print(f"newest checkpoint per consumer: {newest}", flush=True)
+    _report_times(timings, args.growth_batches)
+    for problem in dict.fromkeys(problems):
+        print(f"  unbounded: {problem}", flush=True)
+    print(f"growth: {'FAILED' if problems else 'ok'}", flush=True)
+    return not problems

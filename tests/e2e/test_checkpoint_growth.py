@@ -1,0 +1,143 @@
+"""The checkpoint table stays bounded: old checkpoints deleted, files compacted and vacuumed.
+
+Real Spark and Delta: checkpoints saved through `CheckpointStore` as the job saves them, and a job run
+over a real broker with a small `checkpoint.keep` / `checkpoint.cleanup_every`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from apply.checkpoint import Checkpoint, CheckpointStore, Retention
+from apply.dead_letters import DeadLetterTable
+from apply.locator import PathLocator
+from schema_cache.events import Position, TopicPartition
+from schema_cache.exceptions import DecodeError
+from tests.support import assert_table, publish, run_job
+from tests.workloads import ITEMS_DDL, item, items_feed
+
+pytestmark = pytest.mark.e2e
+
+_TP = TopicPartition("orders", 0)
+
+
+def _checkpoint(consumer: str, batch: int) -> Checkpoint:
+    # A decoder state of a few KB that tells its batch: what `load` returns is checked byte for byte.
+    return Checkpoint(consumer, batch, {_TP: batch * 10}, {_TP: batch * 1000}, f"{consumer}:{batch};".encode() * 300)
+
+
+def _rows(sql, locator, consumer: str) -> list[tuple]:
+    table = sql.table(locator.internal_sql_name("checkpoints"))
+    rows = table.where(table.consumer == consumer).collect()
+    return sorted((r["batch"], r["offsets"], r["watermarks"], bytes(r["decoder_state"]), r["saved_at"]) for r in rows)
+
+
+def _batches(sql, locator, consumer: str) -> set[int]:
+    return {row[0] for row in _rows(sql, locator, consumer)}
+
+
+def _live_files(sql, locator) -> int:
+    return sql.sql(f"DESCRIBE DETAIL {locator.internal_sql_name('checkpoints')}").collect()[0]["numFiles"]
+
+
+def _files_on_disk(folder: Path) -> int:
+    return len(list(folder.glob("*.parquet")))
+
+
+def _dead_letter(sql, locator, consumer: str, offset: int) -> Position:
+    position = Position(_TP.topic, _TP.partition, offset)
+    DeadLetterTable(sql, locator, consumer).write([DecodeError(position, "not a TiCDC message", value=b"junk")])
+    return position
+
+
+def _replay_start(sql, locator, store: CheckpointStore, consumer: str) -> Checkpoint | None:
+    """The checkpoint `replay-dead-letters` starts from, found as jobs.replay finds it."""
+    letters = DeadLetterTable(sql, locator, consumer).read()
+    return store.load(consumer, saved_before=min(d.recorded_at for d in letters))
+
+
+def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_rows(sql, tmp_path):
+    # Setup: consumer "other" saves 3 checkpoints; consumer "main" then saves 100, as the job does
+    # (save, then clean up when due) with keep 5 and a cleanup every 20 batches, files no longer used
+    # deleted at once (retention 0). A dead letter recorded after main's batch 12 is resolved by a
+    # replay at once; one recorded after batch 25 stays unresolved until batch 80.
+    # Expect: right before each cleanup at most keep + every + 1 rows and every + 1 live files (before
+    # the first, other's 3 files too); after it exactly main's newest 5 checkpoints, plus batch 25 while
+    # its dead letter is unresolved (not batch 12: its dead letter is resolved), one live data file and
+    # no other on disk; meanwhile the replay's own query finds batch 25, offsets and decoder state
+    # intact; other's rows unchanged; load() the newest; the table's retention properties set.
+    keep, every = 5, 20
+    locator = PathLocator(str(tmp_path / "lake"))
+    folder = tmp_path / "lake" / "_ticdc" / "checkpoints"
+    store = CheckpointStore(sql, locator, Retention(keep, every, file_seconds=0))
+    for batch in (1, 2, 3):
+        store.save(_checkpoint("other", batch))
+    others = _rows(sql, locator, "other")
+
+    kept_for_replay = None
+    for batch in range(1, 101):
+        store.save(_checkpoint("main", batch))
+        if batch == 12:
+            resolved = _dead_letter(sql, locator, "main", 120)
+            DeadLetterTable(sql, locator, "main").record_replays([(resolved, "applied", "")])
+        if batch == 25:
+            unresolved = _dead_letter(sql, locator, "main", 250)
+            kept_for_replay = 25
+        if batch == 80:
+            DeadLetterTable(sql, locator, "main").record_replays([(unresolved, "superseded", "")])
+            kept_for_replay = None
+        if not store.cleanup_due(batch):
+            continue
+        assert len(_rows(sql, locator, "main")) <= keep + every + 1
+        # One file per save since the last cleanup, and the one it compacted all into (before the first: other's 3).
+        assert _live_files(sql, locator) <= every + (3 if batch == every else 1)
+
+        report = store.clean_up("main", batch)
+
+        newest = set(range(max(1, batch - keep + 1), batch + 1))
+        expected = newest | ({kept_for_replay} if kept_for_replay else set())
+        assert _batches(sql, locator, "main") == expected, f"after the cleanup at batch {batch}"
+        assert report is not None and report.kept_for_replay == kept_for_replay
+        assert _live_files(sql, locator) == 1
+        assert _files_on_disk(folder) == 1
+        if batch == 60:
+            start = _replay_start(sql, locator, store, "main")
+            assert start == dataclasses.replace(_checkpoint("main", 25), saved_at=start.saved_at)
+
+    assert _rows(sql, locator, "other") == others
+    newest = store.load("main")
+    assert newest == dataclasses.replace(_checkpoint("main", 100), saved_at=newest.saved_at)
+    name = locator.internal_sql_name("checkpoints")
+    properties = {r["key"]: r["value"] for r in sql.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+    assert properties["delta.deletedFileRetentionDuration"] == "interval 0 seconds"
+    assert properties["delta.logRetentionDuration"] == "interval 1 days"
+
+
+def test_the_job_cleans_up_its_checkpoints_every_cleanup_every_batches(spark, sql, kafka, tmp_path, unique):
+    # Setup: 40 inserts in 8 transactions over 3 partitions, drained in batches of at most 8 messages with
+    # checkpoint.keep 2 and checkpoint.cleanup_every 3.
+    # Expect: the table equals the upstream model; the consumer's checkpoints are its newest 2 as of
+    # the last cleanup (the last batch number rounded down to a multiple of 3) and those saved after
+    # it; the batches' phase times include checkpoint_cleanup.
+    feed = items_feed()
+    for start in range(0, 40, 5):
+        with feed.transaction() as txn:
+            for i in range(start, start + 5):
+                txn.insert("shop", "items", item(i))
+    topic, group, target = f"growth-{unique}", f"g-{unique}", str(tmp_path / "lake")
+    publish(kafka, topic, feed.messages)
+
+    result = run_job(
+        spark, kafka, topic, target, group, run={"batch_max_messages": 8}, checkpoint={"keep": 2, "cleanup_every": 3}
+    )
+
+    assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
+    locator = PathLocator(target)
+    last = CheckpointStore(sql, locator).load(group).batch
+    assert last >= 6  # at least two cleanups
+    last_cleanup = last - last % 3
+    assert _batches(sql, locator, group) == set(range(last_cleanup - 1, last + 1))
+    assert "checkpoint_cleanup" in result.phases

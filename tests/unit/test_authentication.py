@@ -1,0 +1,129 @@
+"""Refused credentials stop the job at once with a typed error naming the service, never the secret.
+
+The registry half runs the real confluent-kafka client against the registry emulator over https
+(a certificate from a throwaway CA) with basic auth. The Kafka half feeds librdkafka's own error
+report (what a broker's SASL refusal produces, see tests/e2e/test_security.py) to the consumer's
+error callback: no broker runs in unit tests.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import KafkaError
+
+from jobs.config import KafkaConfig
+from jobs.kafka_source import KafkaSource
+from schema_cache.events import RawMessage
+from schema_cache.exceptions import (
+    AuthenticationError,
+    KafkaAuthenticationError,
+    RegistryAuthenticationError,
+    RegistryUnavailableError,
+)
+from schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
+from schema_cache.types import DEFAULT_OPTIONS
+from testbed.encoders.ticdc_avro import TiCDCAvroWriter
+from testbed.tables import column, table_schema
+from testbed.tls import LocalCa
+from tests.registry_server import FakeSchemaRegistry
+
+SECRET = "reg-Secret-7"
+TABLE = table_schema("shop", "items", table_id=1, version=1, columns=[column("id", "int", nullable=False)],
+                     primary_key=["id"])
+TOPIC = "tidb_shop_items"
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory):
+    return LocalCa(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def https_registry(ca):
+    registry = FakeSchemaRegistry(user_info=f"cdc:{SECRET}", tls=ca.issue("registry"))
+    registry.start()
+    yield registry
+    registry.stop()
+
+
+def decoder(registry, user_info: str, **more):
+    options = RegistryOptions(url=registry.url, basic_auth_user_info=user_info, **more)
+    return AvroOptions(registry=options).create_decoder(DEFAULT_OPTIONS)
+
+
+def encoded_row(registry, ca) -> RawMessage:
+    writer = TiCDCAvroWriter(
+        registry.url, registry_config={"basic.auth.user.info": f"cdc:{SECRET}", "ssl.ca.location": str(ca.certificate)}
+    )
+    key, value = writer.row(TOPIC, TABLE, "INSERT", 1, None, {"id": 7})
+    return RawMessage(TOPIC, 0, 0, key, value)
+
+
+def test_registry_over_https_with_basic_auth(https_registry, ca):
+    assert https_registry.url.startswith("https://")
+    message = encoded_row(https_registry, ca)
+    events = decoder(https_registry, f"cdc:{SECRET}", ssl_ca_location=str(ca.certificate)).decode(message)
+    assert events[-1].after == (7,)
+
+
+def test_registry_refusing_the_credentials_stops_at_once(https_registry, ca):
+    message = encoded_row(https_registry, ca)
+    started, asked = time.monotonic(), len(https_registry.requests)
+    with pytest.raises(RegistryAuthenticationError) as refused:
+        decoder(https_registry, "cdc:wrong-Password", ssl_ca_location=str(ca.certificate)).decode(message)
+    # One request (the client's own retry aside), no backoff loop up to max_wait_seconds.
+    assert time.monotonic() - started < 5 and len(https_registry.requests) - asked <= 2
+    text = str(refused.value)
+    assert isinstance(refused.value, AuthenticationError)
+    assert "401" in text and "authentication failed" in text and https_registry.url in text
+    assert "wrong-Password" not in text and SECRET not in text
+
+
+def test_registry_url_credentials_are_not_named(https_registry, ca):
+    message = encoded_row(https_registry, ca)
+    url = https_registry.url.replace("https://", "https://cdc:url-Password@")
+    options = RegistryOptions(url=url, ssl_ca_location=str(ca.certificate))
+    with pytest.raises(RegistryAuthenticationError) as refused:
+        AvroOptions(registry=options).create_decoder(DEFAULT_OPTIONS).decode(message)
+    assert "url-Password" not in str(refused.value) and https_registry.url in str(refused.value)
+
+
+def test_registry_certificate_not_trusted_is_not_served(https_registry, ca):
+    # Without the CA the client refuses the server's certificate: no schema is read (the job keeps retrying,
+    # as for an unreachable registry, then stops).
+    message = encoded_row(https_registry, ca)
+    with pytest.raises(RegistryUnavailableError, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+        decoder(https_registry, f"cdc:{SECRET}", max_wait_seconds=1).decode(message)
+
+
+def unused_kafka() -> KafkaSource:
+    # A loopback port nothing listens on: the consumer exists, no broker answers.
+    return KafkaSource(KafkaConfig(bootstrap_servers="127.0.0.1:9", topics=("t",), unreachable_timeout_seconds=300))
+
+
+REFUSAL = ("sasl_ssl://127.0.0.1:9/bootstrap: SASL authentication error: Authentication failed during "
+           "authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512")
+
+
+def test_a_refused_sasl_login_is_not_an_outage():
+    source = unused_kafka()
+    try:
+        source._on_error(KafkaError(KafkaError._AUTHENTICATION, REFUSAL))
+        source._on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+        with pytest.raises(KafkaAuthenticationError, match="refused the job's credentials.*SCRAM-SHA-512.*authentication failed"):
+            source.waiting_for_broker()
+        with pytest.raises(KafkaAuthenticationError):
+            source.poll(10, 0.1)
+    finally:
+        source.close()
+
+
+def test_an_unreachable_broker_is_still_waited_for():
+    source = unused_kafka()
+    try:
+        source._on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+        assert source.waiting_for_broker()  # within the 300 s limit: wait, do not fail
+    finally:
+        source.close()
