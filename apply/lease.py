@@ -19,13 +19,17 @@ a `revision` that grows with every write, and `expires_at`.
   renewed (its holder is running: refuse with LeaseHeldError), released, or
   expired (its holder was killed: take it over). A killed job's lease
   therefore blocks the next run for at most `run.lease_seconds`; on the
-  machine it ran on, not at all: the row names the holder's process (boot,
-  pid namespace, pid, start time), and a holder whose process has ended is
-  taken over at once (a job restarted after a crash, a supervisor's restart).
+  machine it ran on, not at all: the row names the holder's processes (its
+  Python process and Spark driver JVM: boot, pid namespace, pid, start time),
+  and a holder whose processes have all ended is taken over at once (a job
+  restarted after a crash, a supervisor's restart). Not on Spark Connect,
+  whose server may still run a statement of a client that died.
 - Renewing: a heartbeat thread, on a Spark session of its own, renews every
   quarter of the lease (the same conditional MERGE: a renewal that finds
   another owner or epoch means the lease was lost), so even a MERGE that
-  takes longer than the lease does not lose it.
+  takes longer than the lease does not lose it. (On Spark Connect the
+  session cannot be forked: renewals wait for the job's statement, and the
+  job warns that run.lease_seconds must exceed its longest one.)
 - The guard (`check`), asked before every write the job makes: refused once
   the lease is known lost; otherwise the lease counts as held for half its
   time after the start of the last successful renewal (by this process's
@@ -55,7 +59,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from apply.lease_store import LeaseRecord, LeaseStore, micros, shown
-from apply.process_identity import process_gone, process_identity
+from apply.process_identity import process_gone, processes_identity
 from schema_cache.exceptions import ApplyError, LeaseHeldError, LeaseLostError
 
 log = logging.getLogger(__name__)
@@ -71,6 +75,21 @@ _HEARTBEATS_PER_LEASE = 4
 # again this many times before the renewal fails.
 _RENEWAL_ATTEMPTS = 5
 
+def committing_processes(spark, isolated: bool) -> str | None:
+    """The identity of the processes that commit for a job on `spark`: this one and its Spark driver JVM.
+
+    None on Spark Connect (`isolated` False: statements run on a server that
+    outlives its client), so a dead client's lease is only taken over at its expiry.
+    """
+    if not isolated:
+        return None
+    try:
+        jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    except Exception:  # noqa: BLE001 - no local JVM to name: no shortcut
+        return None
+    return processes_identity(sorted({os.getpid(), jvm_pid}))
+
+
 class ConsumerLease:
     """This process's hold on one consumer's lease (see the module's description)."""
 
@@ -84,7 +103,10 @@ class ConsumerLease:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         gone: Callable[[str | None], bool] = process_gone,
+        process: str | None = None,
     ) -> None:
+        """`process`: what `apply.process_identity` knows of the processes that commit for this job
+        (written into the row; None: only the lease's expiry frees it when the job dies)."""
         self._store = store
         self._consumer = consumer
         self._seconds = seconds
@@ -94,7 +116,7 @@ class ConsumerLease:
         self._gone = gone
         self.owner = uuid.uuid4().hex
         self.holder = f"{socket.gethostname()} pid {os.getpid()}"
-        self.process = process_identity()
+        self.process = process
         self._record: LeaseRecord | None = None
         self._confirmed_at = 0.0  # monotonic time at the start of the last successful take or renewal
         self._lost: LeaseLostError | None = None
@@ -309,7 +331,16 @@ class ConsumerLease:
                 record, owner=None, revision=record.revision + 1, renewed_us=now_us, expires_us=now_us
             )
             try:
-                self._store.write(released, record)
+                if not self._store.write(released, record):
+                    back = self._store.read(self._consumer)
+                    if back is not None and back.owner not in (None, self.owner):
+                        log.warning("consumer %s: the lease (epoch %d) had been taken over, now held by %s",
+                                    self._consumer, record.epoch, back.describe())
+                        return
+                    # Another consumer's commit to the table came first: it expires by itself.
+                    log.warning("consumer %s: could not release the lease (another commit came first); it expires "
+                                "at %s", self._consumer, shown(record.expires_us))
+                    return
             except Exception as err:  # noqa: BLE001 - the lease expires by itself
                 log.warning("consumer %s: could not release the lease (%s); it expires at %s",
                             self._consumer, err, shown(record.expires_us))

@@ -1,4 +1,10 @@
-"""Whether the process that holds a lease has ended, where that can be known (same machine, same pid namespace)."""
+"""Whether the processes that hold a lease have ended, where that can be known (same machine, same pid namespace).
+
+A holder is every process that could still commit for it: the job's Python
+process and, in classic PySpark, the Spark driver JVM it started (which may
+outlive a killed Python process for a moment). Identities of several
+processes are joined with ';', and the holder is gone only once all are.
+"""
 
 from __future__ import annotations
 
@@ -36,14 +42,25 @@ def process_identity(pid: int | None = None) -> str | None:
     return f"{machine[0]}/{machine[1]}/{pid}/{stat[1]}"
 
 
+def processes_identity(pids: list[int]) -> str | None:
+    """The identities of several processes, ';'-joined; None if any is unknown."""
+    identities = [process_identity(pid) for pid in pids]
+    return None if not identities or None in identities else ";".join(identities)
+
+
 def process_gone(identity: str | None) -> bool:
-    """Whether `identity` names a process of this machine's current boot and pid namespace that has ended.
+    """Whether `identity` names processes of this machine's current boot and pid namespace that have all ended.
 
     False whenever that cannot be known (another machine or container, no
     /proc): then only the lease's expiry frees it.
     """
+    parts = (identity or "").split(";")
+    return all(_one_gone(part) for part in parts)
+
+
+def _one_gone(identity: str) -> bool:
     machine = _machine()
-    parts = (identity or "").rsplit("/", 2)
+    parts = identity.rsplit("/", 2)
     if machine is None or len(parts) != 3 or parts[0] != f"{machine[0]}/{machine[1]}" or not parts[1].isdigit():
         return False
     stat = _stat(int(parts[1]))

@@ -227,11 +227,16 @@ def _redacted(values: Mapping[str, str]) -> dict[str, str]:
 
 
 def _redact_url(url: str) -> str:
-    parsed = urlparse(url)
-    if parsed.password is None:
+    """The URL with any password replaced by ***; each of a comma-separated list (confluent-kafka's failover form)."""
+    return ",".join(_redact_one_url(part) for part in url.split(","))
+
+
+def _redact_one_url(url: str) -> str:
+    parsed = urlparse(url.strip())
+    if "@" not in parsed.netloc:
         return url
-    host = parsed.netloc.rsplit("@", 1)[1]
-    return parsed._replace(netloc=f"{parsed.username}:***@{host}").geturl()
+    user, host = parsed.netloc.rsplit("@", 1)
+    return parsed._replace(netloc=f"{user.split(':', 1)[0]}:***@{host}").geturl()
 
 
 _SECTIONS = {

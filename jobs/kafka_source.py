@@ -68,7 +68,11 @@ class KafkaSource:
 
     # --- authentication -------------------------------------------------------------------------
 
-    def _raise_if_refused(self) -> None:
+    def _raise_if_refused(self, err: KafkaException | None = None) -> None:
+        """KafkaAuthenticationError if a broker refused the login (reported to error_cb, or carried by `err`)."""
+        error = err.args[0] if err is not None and err.args else None
+        if isinstance(error, KafkaError) and error.code() == KafkaError._AUTHENTICATION:
+            self._refused = self._refused or error.str()
         if self._refused is not None:
             raise KafkaAuthenticationError(
                 f"Kafka at {self._config.bootstrap_servers} refused the job's credentials: {self._refused} "
@@ -139,7 +143,7 @@ class KafkaSource:
                 return self._consumer.list_topics(timeout=min(_METADATA_SLICE, max(0.1, deadline - time.monotonic())))
             except KafkaException as err:
                 self._consumer.consume(num_messages=1, timeout=0)  # serves error_cb
-                self._raise_if_refused()
+                self._raise_if_refused(err)
                 if time.monotonic() >= deadline:
                     raise SourceError(f"cannot reach Kafka at {self._config.bootstrap_servers}: {err}") from err
 
@@ -164,7 +168,7 @@ class KafkaSource:
                 error = err.args[0] if err.args else None
                 retriable = isinstance(error, KafkaError) and (error.retriable() or error.code() in _COORDINATOR_MOVING)
                 if not retriable:
-                    self._raise_if_refused()
+                    self._raise_if_refused(err)
                     raise SourceError(f"cannot {what} at {self._config.bootstrap_servers}: {err}") from err
                 # error_cb is not served inside every call (a commit): ask a broker directly.
                 outage = self._in_outage()  # raises once no broker answered for too long

@@ -32,7 +32,7 @@ from apply.checkpoint import Checkpoint, CheckpointStore, Retention
 from apply.dead_letters import DeadLetterTable
 from apply.delta_writer import DeltaWriter
 from apply.gate import Gate, gate_for
-from apply.lease import ConsumerLease
+from apply.lease import ConsumerLease, committing_processes
 from apply.lease_store import DeltaLeaseStore
 from apply.locator import CatalogLocator, PathLocator, TableLocator
 from apply.metrics import PhaseTimes
@@ -145,7 +145,18 @@ class Pipeline:
         locator = locator_for(config)
         # The lease is renewed on a session of its own (a heartbeat thread), so a long
         # statement of the job's does not hold its renewal up.
-        lease = ConsumerLease(DeltaLeaseStore(sql.fork(), locator), config.kafka.group_id, config.run.lease_seconds)
+        lease = ConsumerLease(
+            DeltaLeaseStore(sql.fork(), locator),
+            config.kafka.group_id,
+            config.run.lease_seconds,
+            process=committing_processes(spark, sql.isolated),
+        )
+        if not sql.isolated:
+            log.warning(
+                "this Spark session cannot be forked (Spark Connect): the lease is renewed between the job's "
+                "statements only, so run.lease_seconds (%g) must exceed the longest one (a large MERGE)",
+                config.run.lease_seconds,
+            )
         sql.guard_writes(lease.check)
         decoder = config.protocol.create_decoder(config.types)
         times = PhaseTimes()

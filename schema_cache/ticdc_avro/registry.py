@@ -95,6 +95,6 @@ class SchemaRegistry:
             self._sleep(delay)
 
     def _where(self) -> str:
-        """The registry's URL without the user:password it may carry."""
-        url = urlparse(self._options.url)
-        return url._replace(netloc=url.netloc.rsplit("@", 1)[-1]).geturl()
+        """The registry's URL(s) without the user:password each may carry (a comma-separated list is confluent-kafka's failover form)."""
+        parts = (urlparse(part.strip()) for part in self._options.url.split(","))
+        return ",".join(url._replace(netloc=url.netloc.rsplit("@", 1)[-1]).geturl() for url in parts)

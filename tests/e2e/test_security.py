@@ -9,6 +9,7 @@ table there. Refused credentials must stop the job at once (exit 7), naming auth
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -42,7 +43,13 @@ ORDERS = "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status 
 # Distinctive, so that finding one anywhere is a leak and not a coincidence.
 SASL_USER, SASL_PASSWORD = "cdc-reader", "saslPw-7f3c91d2e5"
 REGISTRY_USER, REGISTRY_PASSWORD = "schema-reader", "registryPw-4b8e06a1c9"
-SECRETS = (SASL_PASSWORD, REGISTRY_PASSWORD)
+# Also as a Basic auth header carries them (base64 of user:password), should a request be logged.
+SECRETS = (
+    SASL_PASSWORD,
+    REGISTRY_PASSWORD,
+    base64.b64encode(f"{REGISTRY_USER}:{REGISTRY_PASSWORD}".encode()).decode(),
+    base64.b64encode(f"{SASL_USER}:{SASL_PASSWORD}".encode()).decode(),
+)
 REFUSED = 7  # jobs/cli.py: Kafka or the registry refused the job's credentials
 
 

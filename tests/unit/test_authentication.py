@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from jobs.config import KafkaConfig
 from jobs.kafka_source import KafkaSource
@@ -90,6 +90,20 @@ def test_registry_url_credentials_are_not_named(https_registry, ca):
     assert "url-Password" not in str(refused.value) and https_registry.url in str(refused.value)
 
 
+def test_registry_url_credentials_are_not_named_in_a_failover_list(https_registry, ca):
+    # Setup: registry.url as confluent-kafka's comma-separated failover list, each URL with credentials.
+    # Expect: the refusal names both URLs, neither password.
+    message = encoded_row(https_registry, ca)
+    with_password = https_registry.url.replace("https://", "https://cdc:first-Password@")
+    url = f"{with_password},{https_registry.url.replace('https://', 'https://cdc:second-Password@')}"
+    options = RegistryOptions(url=url, ssl_ca_location=str(ca.certificate))
+    with pytest.raises(RegistryAuthenticationError) as refused:
+        AvroOptions(registry=options).create_decoder(DEFAULT_OPTIONS).decode(message)
+    text = str(refused.value)
+    assert "first-Password" not in text and "second-Password" not in text
+    assert f"{https_registry.url},{https_registry.url}" in text
+
+
 def test_registry_certificate_not_trusted_is_not_served(https_registry, ca):
     # Without the CA the client refuses the server's certificate: no schema is read (the job keeps retrying,
     # as for an unreachable registry, then stops).
@@ -125,5 +139,20 @@ def test_an_unreachable_broker_is_still_waited_for():
     try:
         source._on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
         assert source.waiting_for_broker()  # within the 300 s limit: wait, do not fail
+    finally:
+        source.close()
+
+
+def test_a_refusal_carried_by_a_failed_call_is_one_too():
+    # Setup: no error_cb report; a call (a commit) fails with librdkafka's _AUTHENTICATION error itself.
+    # Expect: KafkaAuthenticationError at once, not a SourceError after the retries.
+    source = unused_kafka()
+    try:
+
+        def refused():
+            raise KafkaException(KafkaError(KafkaError._AUTHENTICATION, REFUSAL))
+
+        with pytest.raises(KafkaAuthenticationError, match="authentication failed"):
+            source._retrying("commit offsets", refused)
     finally:
         source.close()

@@ -57,6 +57,13 @@ def test_registry_secrets_are_redacted():
     assert "s%3Acret" not in repr(loaded.describe())
 
 
+def test_every_url_of_a_registry_failover_list_is_redacted():
+    url = "https://a:first@r1:8081,https://b:second@r2:8081, http://r3:8081"
+    loaded = config.from_mapping({**MINIMAL, "protocol": {"name": "avro"}, "registry": {"url": url}})
+    described = loaded.describe()["registry"]["url"]
+    assert described == "https://a:***@r1:8081,https://b:***@r2:8081, http://r3:8081"
+
+
 def test_comma_separated_topics_from_the_command_line():
     loaded = config.load(None, {**MINIMAL, "kafka": {"topics": "a,b"}})
     assert loaded.kafka.topics == ("a", "b")

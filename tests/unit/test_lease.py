@@ -16,7 +16,7 @@ import pytest
 
 from apply.lease import ConsumerLease
 from apply.lease_store import LeaseRecord
-from apply.process_identity import process_gone, process_identity
+from apply.process_identity import process_gone, process_identity, processes_identity
 from schema_cache.exceptions import ApplyError, LeaseHeldError, LeaseLostError
 
 
@@ -220,6 +220,56 @@ def test_a_process_is_gone_once_it_ended_and_never_for_a_live_or_foreign_one():
     assert process_gone(f"{boot}/{namespace}/{pid}/{int(started) + 1}")  # the pid, reused by another process
     assert not process_gone(f"another-boot/{namespace}/{child.pid}/{started}")  # another machine: unknown
     assert not process_gone(None) and not process_gone("garbage")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process identities are read from /proc")
+def test_a_holder_of_two_processes_is_gone_only_once_both_ended():
+    # The job's Python process and its Spark driver JVM: a commit may still come from whichever lives.
+    first, second = (subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2))
+    try:
+        identity = processes_identity([first.pid, second.pid])
+        assert identity is not None and identity.count(";") == 1 and not process_gone(identity)
+        first.kill()
+        first.wait()
+        assert not process_gone(identity)
+        second.kill()
+        second.wait()
+        assert process_gone(identity)
+    finally:
+        for child in (first, second):
+            child.kill()
+            child.wait()
+    assert processes_identity([first.pid]) is None  # an ended process: unknown, so no identity at all
+
+
+def test_held_releases_after_an_error_but_not_after_an_interruption():
+    # Setup: the lease held around a block that raises an error, then one interrupted (KeyboardInterrupt).
+    # Expect: released after the error (the next run starts at once); after the interruption it stays held
+    # (a statement the JVM may still run could commit; the lease expires instead).
+    store, clock = _Store(), _Time()
+    with pytest.raises(ValueError):
+        with _lease(store, clock).held():
+            raise ValueError("a failed batch")
+    assert store.rows["shop"].owner is None
+    interrupted = _lease(store, clock)
+    with pytest.raises(KeyboardInterrupt):
+        with interrupted.held():
+            raise KeyboardInterrupt
+    assert store.rows["shop"].owner == interrupted.owner and store.rows["shop"].epoch == 2
+
+
+def test_a_release_after_a_takeover_says_so_and_leaves_the_new_holder(caplog):
+    # Setup: job A's lease expired while it was paused and job B took it over; A then releases.
+    # Expect: B keeps it, and A's log says it had been taken over (not "released").
+    caplog.set_level(logging.INFO)
+    store, clock = _Store(), _Time()
+    a, b = _lease(store, clock), _lease(store, clock)
+    a.acquire()
+    clock.now += 61
+    b.acquire()
+    a.release()
+    assert store.rows["shop"].owner == b.owner
+    assert "had been taken over, now held by" in caplog.text and "released its lease" not in caplog.text
 
 
 def test_a_write_beaten_by_another_commit_is_decided_again():
