@@ -55,6 +55,13 @@ class Scenario:
     settings: dict  # the job's config sections besides kafka/target/run
     topic: str
     carries_ddl: bool
+    carries_defaults: bool = True  # column defaults in the stream: an ADD COLUMN ... DEFAULT backfills
+
+    def ddl_sites(self) -> list[str]:
+        """The DDL kill sites this stream reaches (no backfill where the protocol carries no defaults)."""
+        if not self.carries_ddl:
+            return []
+        return [s for s in DDL_SITES if self.carries_defaults or s != "backfill"]
 
     def topics(self) -> list[str]:
         return self.feed.topics() if self.protocol == "avro" else [self.topic]
@@ -77,6 +84,11 @@ def _changes(feed, table: tuple[str, str], rng: random.Random, live: set, keys: 
                     txn.update(*table, [key], row)
 
 
+def _cents(value: Decimal) -> Decimal:
+    """A DECIMAL(10,2) value as TiDB stores it (25 is 25.00): protocols that carry decimals as text send it so."""
+    return value.quantize(Decimal("0.01"))
+
+
 def ddl_workload(feed, rng: random.Random, *, carries_defaults: bool, txns: int):
     from tests.workloads import ddl_evolution, item
 
@@ -89,7 +101,7 @@ def ddl_workload(feed, rng: random.Random, *, carries_defaults: bool, txns: int)
     for _ in range(txns // 3):
         _changes(
             feed, ("archive", "items_2025"), rng, archive, range(100, 140),
-            lambda k: {"id": k, "title": f"t{k}-{rng.randrange(99)}", "price": Decimal(rng.randrange(1, 999)) / 4,
+            lambda k: {"id": k, "title": f"t{k}-{rng.randrange(99)}", "price": _cents(Decimal(rng.randrange(1, 999)) / 4),
                        "stock": rng.randrange(-5, 2**40), "note": rng.choice([None, "n"])},
             1,
         )
@@ -128,7 +140,7 @@ def scenario(protocol: str, rng: random.Random, registry_url: str | None, txns: 
     make_feed, protocol_settings, carries_defaults = feeds[protocol]
     feed = ddl_workload(make_feed(), rng, carries_defaults=carries_defaults, txns=txns)
     settings = {"protocol": protocol_settings} if protocol_settings else {}
-    return Scenario(protocol, feed, settings, topic, carries_ddl=True)
+    return Scenario(protocol, feed, settings, topic, carries_ddl=True, carries_defaults=carries_defaults)
 
 
 # --- the job's configuration -------------------------------------------------------------------
@@ -308,7 +320,7 @@ def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, 
     kills: list[str] = []
     passed: set[str] = set()
     while len(kills) < kills_wanted:
-        ahead = [s for s in DDL_SITES if s not in passed] if scene.carries_ddl else []
+        ahead = [s for s in scene.ddl_sites() if s not in passed]
         plan = choose_kill(rng, ahead, first if not kills else None)
         before = len(kill_log.read_text().splitlines())
         status = _start_job(["benchmarks.fault_job", *plan.arguments(), "--log", str(kill_log), "--", "run", "--config", str(config)], job_log)
