@@ -160,7 +160,8 @@ def job_sections(bootstrap_servers: str, scene: Scenario, target: Path, group: s
     return {
         "kafka": {"bootstrap_servers": bootstrap_servers, "topics": scene.topics(), "group_id": group},
         "target": {"path": str(target)},
-        # A short lease: each restart after a kill waits for the killed job's lease to expire.
+        # A short lease: a killed job's lease is taken over at once on this machine (its processes ended);
+        # the short expiry only bounds a wait should that ever not be known.
         "run": {"mode": "until-idle", "batch_max_messages": batch_messages, "batch_max_seconds": 2.0,
                 "idle_timeout_seconds": 15.0, "lease_seconds": LEASE_SECONDS},
         **scene.settings,
@@ -168,11 +169,13 @@ def job_sections(bootstrap_servers: str, scene: Scenario, target: Path, group: s
 
 
 def write_config(path: Path, sections: dict, master: str = "local[1]") -> Path:
-    sections = {**sections, "spark": {"master": master}}
+    """A job's TOML file; `master` unless `sections` has its own [spark]. Dotted section names are nested
+    tables (`kafka.properties`); dotted keys (librdkafka's `security.protocol`) are quoted."""
+    sections = {"spark": {"master": master}, **sections}
     lines = []
     for name, values in sections.items():
         lines.append(f"[{name}]")
-        lines += [f"{key} = {_toml_value(value)}" for key, value in values.items()]
+        lines += [f"{json.dumps(key) if '.' in key else key} = {_toml_value(value)}" for key, value in values.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -10,7 +10,6 @@ table there. Refused credentials must stop the job at once (exit 7), naming auth
 from __future__ import annotations
 
 import base64
-import json
 import os
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.fault_kills import write_config
 from testbed.demo import demo_changefeed
 from testbed.encoders.ticdc_avro import TiCDCAvroWriter
 from testbed.local_kafka import LocalKafka, SaslSslListener
@@ -92,24 +92,9 @@ def feed(secure_kafka, secure_registry, ca):
     return changefeed
 
 
-def _toml(value) -> str:
-    if isinstance(value, dict):
-        raise TypeError("tables are written by _config")
-    return json.dumps(value)  # strings, numbers, booleans and lists of them are the same in TOML
-
-
-def _config(path: Path, sections: dict[str, dict]) -> Path:
-    lines = []
-    for name, section in sections.items():
-        lines.append(f"[{name}]")
-        lines += [f"{json.dumps(k) if '.' in k else k} = {_toml(v)}" for k, v in section.items()]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def _job_config(tmp_path: Path, kafka, registry, ca, feed, *, sasl_password=SASL_PASSWORD,
                 registry_password=REGISTRY_PASSWORD, group="secure") -> Path:
-    return _config(tmp_path / f"{group}.toml", {
+    return write_config(tmp_path / f"{group}.toml", {
         "kafka": {"bootstrap_servers": kafka.sasl_ssl_bootstrap_servers, "topics": feed.topics(), "group_id": group},
         "kafka.properties": {
             "security.protocol": "SASL_SSL",
