@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 _CONFLUENT_MAGIC = 0
 _TICDC_DDL, _TICDC_CHECKPOINT, _TICDC_DELETE = 1, 2, 3
-_OPS = {"c": Op.INSERT, "u": Op.UPSERT, "d": Op.DELETE}
+_OPS = {"c": Op.INSERT, "u": Op.UPDATE, "d": Op.DELETE}
 
 
 def _frame(payload: bytes) -> tuple[int, bytes]:
@@ -71,6 +71,11 @@ def _refuse_repetition(schema_id: int, schema: object) -> None:
             waiting.extend(node.values())
         elif isinstance(node, list):
             waiting.extend(node)
+
+
+def _key_only(schema: TableSchema, row: tuple) -> tuple:
+    keep = set(schema.key_indexes())
+    return tuple(v if i in keep else None for i, v in enumerate(row))
 
 
 def _typed_key(schema: TableSchema) -> list[tuple[str, str]]:
@@ -159,6 +164,10 @@ class TiCDCAvroDecoder(SelfDescribing):
             if old is not None:
                 # avro-include-before-value: the old image lets key changes delete the old key.
                 op, before = Op.UPDATE, table.key_row(old)
+            elif op is Op.UPDATE:
+                # _tidb_op "u" (the spec: an update) without an old image: the row the Key names, the
+                # key of the new image (TiCDC's Kafka key of an update is built from the new row).
+                before = _key_only(table.schema, after)
         return RowChange(
             table=table.schema.name,
             commit_ts=read_commit_ts(record.get("_tidb_commit_ts") or 0),

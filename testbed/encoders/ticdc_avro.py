@@ -50,7 +50,8 @@ def _column_type(column: Mapping[str, object], options: dict) -> object:
         params["tidb_type"] = "BIGINT UNSIGNED" if unsigned else "BIGINT"
         avro = "string" if unsigned and options["bigint_mode"] == "string" else "long"
     elif kind in ("float", "double"):
-        params["tidb_type"], avro = kind.upper(), kind
+        # The spec's type table: FLOAT -> FLOAT, double (TiCDC's source writes an Avro float; the spec wins).
+        params["tidb_type"], avro = kind.upper(), "double"
     elif kind == "decimal":
         params["tidb_type"] = "DECIMAL"
         if options["decimal_mode"] == "string":
@@ -103,8 +104,12 @@ def _record(schema: Mapping[str, object], fields: list[dict]) -> dict:
 
 
 def _primary_key(schema: Mapping[str, object]) -> list[str]:
+    """The Key's columns: the spec's "只包含主键或唯一索引列" (the primary key, else a NOT NULL unique index)."""
     for index in schema["indexes"]:
         if index.get("primary"):
+            return list(index["columns"])
+    for index in schema["indexes"]:
+        if index.get("unique") and not index.get("nullable"):
             return list(index["columns"])
     return []
 

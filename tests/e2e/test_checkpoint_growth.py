@@ -60,16 +60,16 @@ def _replay_start(sql, locator, store: CheckpointStore, consumer: str) -> Checkp
 
 
 def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_rows(sql, tmp_path):
-    # Setup: consumer "other" saves 3 checkpoints; consumer "main" then saves 100, as the job does
-    # (save, then clean up when due) with keep 5 and a cleanup every 20 batches, files no longer used
+    # Setup: consumer "other" saves 3 checkpoints; consumer "main" then saves 50, as the job does
+    # (save, then clean up when due) with keep 5 and a cleanup every 10 batches, files no longer used
     # deleted at once (retention 0). A dead letter recorded after main's batch 12 is resolved by a
-    # replay at once; one recorded after batch 25 stays unresolved until batch 80.
+    # replay at once; one recorded after batch 25 stays unresolved until batch 40.
     # Expect: right before each cleanup at most keep + every + 1 rows and every + 1 live files (before
     # the first, other's 3 files too); after it exactly main's newest 5 checkpoints, plus batch 25 while
     # its dead letter is unresolved (not batch 12: its dead letter is resolved), one live data file and
     # no other on disk; meanwhile the replay's own query finds batch 25, offsets and decoder state
     # intact; other's rows unchanged; load() the newest; the table's retention properties set.
-    keep, every = 5, 20
+    keep, every = 5, 10
     locator = PathLocator(str(tmp_path / "lake"))
     folder = tmp_path / "lake" / "_ticdc" / "checkpoints"
     store = CheckpointStore(sql, locator, Retention(keep, every, file_seconds=0))
@@ -78,7 +78,7 @@ def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_
     others = _rows(sql, locator, "other")
 
     kept_for_replay = None
-    for batch in range(1, 101):
+    for batch in range(1, 51):
         store.save(_checkpoint("main", batch))
         if batch == 12:
             resolved = _dead_letter(sql, locator, "main", 120)
@@ -86,7 +86,7 @@ def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_
         if batch == 25:
             unresolved = _dead_letter(sql, locator, "main", 250)
             kept_for_replay = 25
-        if batch == 80:
+        if batch == 40:
             DeadLetterTable(sql, locator, "main").record_replays([(unresolved, "superseded", "")])
             kept_for_replay = None
         if not store.cleanup_due(batch):
@@ -103,13 +103,13 @@ def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_
         assert report is not None and report.kept_for_replay == kept_for_replay
         assert _live_files(sql, locator) == 1
         assert _files_on_disk(folder) == 1
-        if batch == 60:
+        if batch == 30:
             start = _replay_start(sql, locator, store, "main")
             assert start == dataclasses.replace(_checkpoint("main", 25), saved_at=start.saved_at)
 
     assert _rows(sql, locator, "other") == others
     newest = store.load("main")
-    assert newest == dataclasses.replace(_checkpoint("main", 100), saved_at=newest.saved_at)
+    assert newest == dataclasses.replace(_checkpoint("main", 50), saved_at=newest.saved_at)
     name = locator.internal_sql_name("checkpoints")
     properties = {r["key"]: r["value"] for r in sql.sql(f"SHOW TBLPROPERTIES {name}").collect()}
     assert properties["delta.deletedFileRetentionDuration"] == "interval 0 seconds"

@@ -25,7 +25,9 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(sp
     # re-CREATE between many transactions over three tables; an uninterrupted run for its versions.
     # Then a run killed KILLS times (SIGKILL of Python and its Spark JVM) at random sites, and restarted.
     # Expect: the tables equal upstream, no table has more versions per applied commitTs than the
-    # uninterrupted run, and the first kill is at a DDL site (backfill, rewrite, rename).
+    # uninterrupted run, and the first kill is at a DDL site (backfill, rewrite, rename). A restart
+    # takes the killed job's lease over at once (its processes on this machine ended), never
+    # waiting for the lease to expire.
     seed = random.randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)
@@ -42,3 +44,6 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(sp
     assert outcome.problems == []
     assert len(outcome.kills) == KILLS, f"the job finished after {outcome.kills}; the workload is too short"
     assert outcome.kills[0] in DDL_SITES
+    log = (tmp_path / "job.log").read_text()
+    assert "its process has ended (that job was killed); took it over" in log
+    assert "waiting up to" not in log

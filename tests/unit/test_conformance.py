@@ -1,0 +1,83 @@
+"""The protocol documents' example messages decode to the meaning the documents give them (tests/conformance.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from schema_cache.exceptions import DecodeError
+from schema_cache.protocols import create_decoder, protocol_options
+from tests.conformance import SPEC, Fixture, file_content, load_fixtures, mismatches, raw_message, registering
+
+FIXTURES = load_fixtures()
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _params():
+    for fixture in FIXTURES:
+        marks = [pytest.mark.xfail(reason=fixture.xfail, strict=True, raises=AssertionError)] if fixture.xfail else []
+        yield pytest.param(fixture, id=fixture.name, marks=marks)
+
+
+@pytest.fixture(scope="module")
+def registry():
+    from tests.registry_server import FakeSchemaRegistry
+
+    server = FakeSchemaRegistry()
+    server.start()
+    yield server
+    server.stop()
+
+
+def _decoder(fixture: Fixture, tmp_path: Path, registry_url: str | None):
+    files = tmp_path / "files"
+    files.mkdir()
+    for name, content in fixture.files.items():
+        (files / name).write_text(json.dumps(file_content(content)))
+    options = {k: (v.replace("{files}", str(files)) if isinstance(v, str) else v) for k, v in fixture.options.items()}
+    extra = {}
+    if fixture.protocol == "avro":
+        from schema_cache.ticdc_avro.options import RegistryOptions
+
+        extra["registry"] = RegistryOptions(url=registry_url or "", max_wait_seconds=2)
+    return create_decoder(protocol_options(fixture.protocol, options, **extra))
+
+
+@pytest.mark.parametrize("fixture", list(_params()))
+def test_documented_example_decodes_to_its_documented_meaning(fixture: Fixture, tmp_path, request):
+    # Setup: the example's messages (and the ones the document says come before it) in order.
+    # Expect: each step's events (or typed error) as the document describes them.
+    url = request.getfixturevalue("registry").url if fixture.protocol == "avro" else None
+    decoder = _decoder(fixture, tmp_path, url)
+    register = registering(url) if url else None
+    for offset, step in enumerate(fixture.steps):
+        message = raw_message(step, offset, register)
+        wanted = step["expect"]
+        if wanted and wanted[0].get("event") == "error":
+            with pytest.raises(DecodeError) as failure:
+                decoder.decode(message)
+            assert wanted[0]["says"] in str(failure.value), f"step {offset} ({step.get('why', '')})"
+            continue
+        try:
+            events = decoder.decode(message)
+        except DecodeError as err:
+            raise AssertionError(f"step {offset} ({step.get('why', '')}): refused: {err}") from err
+        found = mismatches(events, wanted)
+        assert found == [], f"step {offset} ({step.get('why', '')}):\n" + "\n".join(found)
+
+
+def test_every_fixture_names_a_document_and_a_section_that_exist():
+    # Expect: each fixture's document is in ../shared/spec/ and its section heading occurs in it.
+    assert FIXTURES, "no conformance fixtures found"
+    for fixture in FIXTURES:
+        text = (SPEC / fixture.document).read_text()
+        assert fixture.where.split(" > ")[-1] in text, f"{fixture.name}: section {fixture.where!r} not in {fixture.document}"
+
+
+def test_the_readme_lists_every_fixture_with_its_outcome():
+    # Expect: the README's conformance table has one row per fixture, saying pass or xfail as the fixture does.
+    rows = dict(re.findall(r"^\| `([\w-]+/[\w-]+)` \|[^|]*\|[^|]*\| (pass|xfail)\b", README.read_text(), re.M))
+    assert rows == {f.name: ("xfail" if f.xfail else "pass") for f in FIXTURES}
