@@ -48,6 +48,13 @@ _TAG_KEYS = (USER_METADATA, TXN_APP_ID, TXN_VERSION)
 
 _CONFLICT_ATTEMPTS = 5
 
+# Spark 3.x refuses by default (EXCEPTION) to write dates before 1582-10-15 and timestamps before
+# 1900 to Parquet, asking whether to shift them to the Julian calendar for Spark 2 readers; a MERGE
+# of DATE '1000-01-01' failed. Delta's dates are proleptic Gregorian, as TiDB's and MariaDB's are and
+# as Spark 3+, Spark 4's default and delta-rs read them: written as they are (CORRECTED), unless the
+# user chose otherwise on their session.
+_REBASE_IN_WRITE = ("spark.sql.parquet.datetimeRebaseModeInWrite", "spark.sql.parquet.int96RebaseModeInWrite")
+
 
 @dataclass(frozen=True, slots=True)
 class CommitTags:
@@ -127,6 +134,9 @@ def _isolated(spark):
             session.conf.set(key, value)
         except Exception:  # noqa: BLE001 - static or unknown to the new session
             log.debug("not carried over to the job's session: %s", key)
+    for key in _REBASE_IN_WRITE:
+        if settings.get(key, "EXCEPTION") == "EXCEPTION":
+            session.conf.set(key, "CORRECTED")
     return session, True
 
 

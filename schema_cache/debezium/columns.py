@@ -13,6 +13,10 @@ DATE days since epoch; DATETIME epoch millis (fsp <= 3) or micros (fsp 4..6)
 of the wall clock; TIMESTAMP an ISO string in UTC ending in Z; TIME signed
 micros; BIT(1) a boolean, BIT(n) base64 of little-endian bytes; binary
 strings base64; BIGINT UNSIGNED the int64 two's complement; DECIMAL a float64.
+Debezium's own MySQL/MariaDB connectors write the same with the options TiCDC mimics
+(`decimal.handling.mode=double`, `binary.handling.mode=base64`, the default
+`time.precision.mode`), except that TIMESTAMP's fraction is padded to the column's precision
+and typeName carries UNSIGNED.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import re
 from collections.abc import Callable, Mapping
 
 from schema_cache import types
@@ -56,7 +61,11 @@ _CONNECT = {"int16": "smallint", "int32": "int", "int64": "bigint", "float": "fl
 
 
 def _ddl_type(column: Mapping[str, object]) -> types.TiDBType:
-    name = _NAMES.get(str(column.get("typeName") or "").lower())
+    # Debezium's MySQL/MariaDB connectors put the attributes into typeName ("BIGINT UNSIGNED",
+    # "INT UNSIGNED ZEROFILL"); TiCDC's only into typeExpression.
+    words = str(column.get("typeName") or "").upper().split()
+    attributes = {"UNSIGNED", "ZEROFILL", "SIGNED"}
+    name = _NAMES.get(" ".join(w for w in words if w not in attributes).lower())
     if name is None:
         raise InvalidMessage(f"column {column.get('name')!r}: unsupported typeName {column.get('typeName')!r}")
     length = column.get("length")
@@ -66,7 +75,7 @@ def _ddl_type(column: Mapping[str, object]) -> types.TiDBType:
     elements = tuple(str(e)[1:-1].replace("''", "'") for e in column.get("enumValues") or ())
     return types.TiDBType(
         name,
-        unsigned="UNSIGNED" in str(column.get("typeExpression") or "").upper(),
+        unsigned="UNSIGNED" in words or "UNSIGNED" in str(column.get("typeExpression") or "").upper(),
         length=None if length is None else int(length),
         scale=None if scale is None else int(scale),
         elements=elements,
@@ -143,8 +152,15 @@ def _bit_value(value: object) -> int:
     return int.from_bytes(base64.b64decode(str(value)), "little")
 
 
+# An ISO instant's fraction: Debezium pads it to the column's precision (".45" for TIMESTAMP(2)),
+# which Python before 3.11 does not read (it takes 3 or 6 digits only).
+_FRACTION = re.compile(r"\.(\d{1,9})(?=[+-]\d\d:\d\d$)")
+
+
 def _zoned_instant(value: object) -> dt.datetime:
-    instant = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    text = str(value).replace("Z", "+00:00")
+    text = _FRACTION.sub(lambda m: "." + m[1][:6].ljust(6, "0"), text)
+    instant = dt.datetime.fromisoformat(text)
     if instant.tzinfo is None:
         # TiCDC writes TIMESTAMP in UTC ending in Z; without a zone the instant is unknown (Spark
         # would take the session's zone).

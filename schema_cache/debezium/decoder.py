@@ -12,6 +12,13 @@ with Simple).
 
 Ordering: with the TiDB extension, watermarks gate by commitTs like Simple;
 without it there are no watermarks, so events are taken in offset order.
+
+Debezium's own MySQL/MariaDB connectors (`source.connector` "mysql"/"mariadb")
+write the same envelope; what they send beyond TiCDC's output is accepted here:
+no `commit_ts` (offset order only), snapshot reads (`op` r, inserts), truncates
+(`op` t, no key), the tombstone after each delete (a null value: skipped), a
+RENAME TABLE as an ALTER of the new name only (the old one is read from the
+statement), and schema changes without a table (SET, CREATE DATABASE, USE).
 """
 
 from __future__ import annotations
@@ -24,10 +31,21 @@ from collections.abc import Callable, Mapping
 import orjson
 
 from schema_cache.codec import ColumnCodec, RowCodec, ValueContext, column_default
+from schema_cache.ddl_text import renamed_from
 from schema_cache.debezium.columns import debezium_value, resolve_type
 from schema_cache.debezium.options import DebeziumOptions
 from schema_cache.decoder import decoding, read_commit_ts, require_handle_key
-from schema_cache.events import Event, Op, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName, Watermark
+from schema_cache.events import (
+    Event,
+    Op,
+    Ordering,
+    RawMessage,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    Watermark,
+)
 from schema_cache.exceptions import DecodeError, InvalidMessage
 from schema_cache.parking import ParkedMessage, ParkingLot
 from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
@@ -81,6 +99,7 @@ class DebeziumDecoder:
         # Per table: the last DDL description (tableChanges[].table) and its commitTs.
         self._described: dict[TableName, tuple[int, Mapping[str, object]]] = {}
         self._structures: dict[tuple, RowCodec] = {}
+        self._description_texts: dict[int, tuple[Mapping[str, object], str]] = {}
 
     # --- the Decoder interface -------------------------------------------------
 
@@ -106,7 +125,11 @@ class DebeziumDecoder:
 
     def _decode(self, message: RawMessage) -> list[Event]:
         if message.value is None:
-            raise InvalidMessage("empty message value (TiCDC's debezium protocol sends no tombstones)")
+            if message.key:
+                # The tombstone Debezium's connectors send after a delete (for log compaction);
+                # the delete itself came just before it.
+                return []
+            raise InvalidMessage("empty message value without a key (not a Debezium tombstone)")
         try:
             envelope = orjson.loads(message.value)
         except ValueError as err:
@@ -115,8 +138,10 @@ class DebeziumDecoder:
         op = payload.get("op")
         if op == "m":
             return [Watermark(read_commit_ts(payload["source"]["commit_ts"]), message.position)]
-        if op in ("c", "u", "d"):
+        if op in ("c", "u", "d", "r"):
             return self._row_change(message, envelope)
+        if op == "t":
+            return self._truncate(message, payload)
         if op is None:
             return self._schema_change(message, payload)
         raise InvalidMessage(f"unknown op {op!r}")
@@ -130,7 +155,7 @@ class DebeziumDecoder:
         described = self._described.get(table)
         if fields is None and described is None:
             log.info("parking %s: %s not described yet (schemas are disabled)", message.position, table)
-            self._parking.park(table, message, table, read_commit_ts(source["commit_ts"]))
+            self._parking.park(table, message, table, self._commit_ts(source))
             return []
         structure = self._structure(table, fields, described, tuple(key))
         require_handle_key(structure.schema)
@@ -142,7 +167,7 @@ class DebeziumDecoder:
             raise InvalidMessage(f"op {op!r} without its new row image (`after` is null)")
         before = None if old is None else structure.key_row(old)
         after = None if new is None else structure.row(new)
-        if op == "c":
+        if op in ("c", "r"):  # r: a row of Debezium's initial snapshot
             kind = Op.INSERT
         elif op == "d":
             kind = Op.DELETE
@@ -151,7 +176,26 @@ class DebeziumDecoder:
         else:
             # Without output-old-value there is no `before`: an upsert of the new image.
             kind = Op.UPDATE if before is not None else Op.UPSERT
-        return [RowChange(table, read_commit_ts(source["commit_ts"]), kind, before, after, structure.schema, message.position)]
+        return [RowChange(table, self._commit_ts(source), kind, before, after, structure.schema, message.position)]
+
+    def _commit_ts(self, source: Mapping[str, object]) -> int:
+        """TiCDC's commitTs; 0 (unknown) for Debezium's own connectors, which have none (offset order only)."""
+        if "commit_ts" in source:
+            return read_commit_ts(source["commit_ts"])
+        if self.ordering is Ordering.OFFSET:
+            return 0
+        raise InvalidMessage(
+            f"no source.commit_ts (connector {source.get('connector')!r}): only TiCDC's messages order by commitTs; "
+            "set enable_tidb_extension = false and allow_offset_ordering = true"
+        )
+
+    def _truncate(self, message: RawMessage, payload: Mapping[str, object]) -> list[Event]:
+        """Debezium's truncate event (`op` t; sent unless `skipped.operations` has t, its default)."""
+        source = payload["source"]
+        table = TableName(str(source["db"]), str(source["table"]))
+        known = self._described.get(table)
+        schema = self._structure(table, None, known, self._primary_key(known[1])).schema if known else None
+        return [SchemaChange(table, self._commit_ts(source), SchemaChangeKind.TRUNCATE, schema, message.position, "TRUNCATE")]
 
     def _key(self, message: RawMessage) -> dict:
         if not message.key:
@@ -182,7 +226,10 @@ class DebeziumDecoder:
     ) -> RowCodec:
         ddl_ts, ddl_table = described if described is not None else (0, None)
         fields_text = json.dumps(fields, sort_keys=True) if fields is not None else None
-        signature = (table, ddl_ts, frozenset(key), fields_text)
+        # Without commitTs (Debezium's own connectors) every description has ts 0: the description
+        # itself tells them apart.
+        ddl_text = self._description_text(ddl_table) if ddl_table is not None and not ddl_ts else None
+        signature = (table, ddl_ts, ddl_text, frozenset(key), fields_text)
         cached = self._structures.get(signature)
         if cached is not None:
             return cached
@@ -218,9 +265,16 @@ class DebeziumDecoder:
         self._structures[signature] = structure
         return structure
 
+    def _description_text(self, described: Mapping[str, object]) -> str:
+        # Memoized by identity (the mapping is kept, so its id is not reused): rows are many, DDLs few.
+        known = self._description_texts.get(id(described))
+        if known is None or known[0] is not described:
+            known = self._description_texts[id(described)] = (described, json.dumps(described, sort_keys=True))
+        return known[1]
+
     def _schema_change(self, message: RawMessage, payload: Mapping[str, object]) -> list[Event]:
         source = payload["source"]
-        commit_ts = read_commit_ts(source["commit_ts"])
+        commit_ts = self._commit_ts(source)
         statement = str(payload.get("ddl") or "")
         changes = payload.get("tableChanges") or []
         table_name = str(source.get("table") or "")
@@ -237,6 +291,12 @@ class DebeziumDecoder:
         ids = parse_table_ids(str(change["id"]))
         kind = _DDL_KINDS[str(change["type"])]
         table, previous = ids[-1], (ids[0] if len(ids) == 2 else None)
+        if previous is None and kind is SchemaChangeKind.ALTER and "RENAME" in statement.upper():
+            # Debezium's connectors describe RENAME TABLE as an ALTER of the new name alone.
+            database = str(payload.get("databaseName") or source.get("db") or table.database)
+            previous = renamed_from(statement, database, table)
+            if previous == table:
+                previous = None
         described = change.get("table")
         if described is None:  # DROP TABLE
             self._described.pop(table, None)

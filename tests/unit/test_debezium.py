@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -125,7 +126,7 @@ def test_delete_without_before_uses_the_key():
 
 @pytest.mark.parametrize(
     "value, reason",
-    [(b"nope", "not JSON"), (None, "sends no tombstones"), (b'{"payload":{"op":"x"}}', "unknown op 'x'")],
+    [(b"nope", "not JSON"), (None, "without a key"), (b'{"payload":{"op":"x"}}', "unknown op 'x'")],
 )
 def test_bad_messages(value, reason):
     with pytest.raises(DecodeError, match=reason):
@@ -142,3 +143,120 @@ def test_bad_messages(value, reason):
 )
 def test_parse_table_ids(text, ids):
     assert parse_table_ids(text) == ids
+
+
+# --- Debezium's own MariaDB connector (tests/fixtures/debezium_mariadb: real captured messages) ---
+
+_MARIADB_FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "debezium_mariadb" / "capture.jsonl"
+
+
+def _captured() -> dict[int, RawMessage]:
+    messages = {}
+    for line in _MARIADB_FIXTURE.read_text().splitlines():
+        m = json.loads(line)
+        key, value = (None if m[k] is None else m[k].encode() for k in ("key", "value"))
+        messages[m["offset"]] = RawMessage("mariadb", 0, m["offset"], key, value)
+    return messages
+
+
+def _real_decoder():
+    return debezium_decoder(enable_tidb_extension=False, allow_offset_ordering=True)
+
+
+def _decode_real(decoder, *offsets: int) -> list:
+    captured = _captured()
+    return [event for offset in offsets for event in decoder.decode(captured[offset])]
+
+
+def test_real_mariadb_messages_carry_no_commit_ts_so_only_offset_order_reads_them():
+    # The connector's source block has binlog file/pos/gtid, ts_us/ts_ns, but no commit_ts.
+    (create,) = _decode_real(_real_decoder(), 9)
+    assert create.kind is SchemaChangeKind.CREATE and create.commit_ts == 0
+    with pytest.raises(DecodeError, match="no source.commit_ts .*'mariadb'"):
+        debezium_decoder().decode(_captured()[9])
+
+
+def test_real_mariadb_type_names_carry_unsigned():
+    # typeName is "TINYINT UNSIGNED", "BIGINT UNSIGNED" (TiCDC: "TINYINT", UNSIGNED in typeExpression only).
+    (create,) = _decode_real(_real_decoder(), 9)
+    types = {c.name: c.spark_type for c in create.schema.columns}
+    assert (types["ti"], types["tu"], types["su"], types["iu"], types["bu"]) == (
+        "TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL(20,0)"
+    )
+    assert types["d"] == "DECIMAL(12,3)" and types["bo"] == "TINYINT"
+
+
+def test_real_mariadb_snapshot_reads_are_inserts():
+    # The initial snapshot sends op "r" (TiCDC never does): inserts, values through the DDL's types.
+    _, row = _decode_real(_real_decoder(), 9, 14)
+    assert row.op is Op.INSERT and row.commit_ts == 0
+    values = dict(zip(row.schema.column_names(), row.after, strict=True))
+    assert values["bu"] == Decimal(2**64 - 2) and values["iu"] == 4294967294 and values["tu"] == 201
+    assert values["d"] == Decimal("-123456789.001") and values["bo"] == 1 and values["legacy"] == "old1"
+
+
+def test_real_mariadb_texts_binary_and_bits():
+    _, row = _decode_real(_real_decoder(), 12, 21)
+    values = dict(zip(row.schema.column_names(), row.after, strict=True))
+    assert values["id"] == Decimal(2**63 + 1)  # BIGINT UNSIGNED key, sent as a negative int64
+    assert values["bn"] == b"\x01\x00\x01\x00" and values["vb"] == b"\x00\x01\xff" and values["bl"] == b"\x00"
+    assert (values["e"], values["s"], values["b1"], values["b12"]) == ("medium", "", 1, 37)
+    assert values["v"] == "välue 1 ✓" and json.loads(values["j"])["tags"] == ["a", "b"]
+
+
+def test_real_mariadb_timestamp_fraction_padded_to_the_column_precision():
+    # TIMESTAMP(2) arrives as "...59.45Z": two digits, which Python before 3.11 cannot parse as such.
+    _, row = _decode_real(_real_decoder(), 13, 26)
+    values = dict(zip(row.schema.column_names(), row.after, strict=True))
+    utc = dt.timezone.utc
+    assert values["ts2"] == dt.datetime(2024, 3, 1, 23, 59, 59, 450000, tzinfo=utc)
+    assert values["ts"] == dt.datetime(2024, 3, 1, 23, 59, 59, tzinfo=utc)
+    assert values["dt3"] == dt.datetime(2024, 3, 1, 23, 59, 59, 123000)
+    assert values["dt6"] == dt.datetime(2024, 3, 1, 23, 59, 59, 654321)
+    assert (values["t"], values["t6"], values["y"]) == ("-00:54:54", "01:00:00.987654", 1902)
+    assert values["d"] == dt.date(1001, 2, 2)
+
+
+def test_real_mariadb_tombstones_are_skipped():
+    # A primary-key change: d (old key), the tombstone (key, null value), c (new key).
+    deleted, created = _decode_real(_real_decoder(), 9, 146, 147, 148)[1:]
+    assert deleted.op is Op.DELETE and deleted.before[0] == 2
+    assert created.op is Op.INSERT and created.after[0] == 1000
+    assert _real_decoder().decode(_captured()[147]) == []
+
+
+def test_real_mariadb_database_level_ddl_is_skipped_and_drop_if_exists_is_a_drop():
+    # The snapshot starts with SET ..., DROP TABLE IF EXISTS each table, DROP/CREATE DATABASE, USE.
+    decoder = _real_decoder()
+    assert _decode_real(decoder, 0) == [] and _decode_real(decoder, 8) == []
+    (drop,) = _decode_real(decoder, 1)
+    assert drop.kind is SchemaChangeKind.DROP and drop.table == TableName("dbz_shop", "numbers")
+
+
+def test_real_mariadb_successive_alters_without_commit_ts_give_successive_structures():
+    # All descriptions have ts 0 here: the structure cache must still tell them apart.
+    create, added, dropped = _decode_real(_real_decoder(), 9, 186, 187)
+    names = [c.name for c in create.schema.columns]
+    assert [c.name for c in added.schema.columns] == [*names, "note", "qty"]
+    assert [c.name for c in dropped.schema.columns] == [n for n in names if n != "legacy"] + ["note", "qty"]
+    assert added.schema.columns[-2].default == "none" and added.schema.columns[-1].default == 7
+    _, update = _decode_real(_real_decoder(), 187, 189)
+    values = dict(zip(update.schema.column_names(), update.after, strict=True))
+    assert values["qty"] is None  # an explicit NULL (with converter.replace.null.with.default=false)
+
+
+def test_real_mariadb_rename_table_is_an_alter_of_the_new_name():
+    # Debezium's tableChanges: ALTER "dbz_shop"."orders_archive" only; the old name is in the statement.
+    (rename,) = _decode_real(_real_decoder(), 197)
+    assert rename.kind is SchemaChangeKind.RENAME and rename.table == TableName("dbz_shop", "orders_archive")
+    assert rename.previous_name == TableName("dbz_shop", "orders")
+    (column_rename,) = _decode_real(_real_decoder(), 188)
+    assert column_rename.kind is SchemaChangeKind.ALTER and column_rename.previous_name is None
+
+
+def test_real_mariadb_truncate_event():
+    # op "t" (with skipped.operations=none): no key, no before/after.
+    decoder = _real_decoder()
+    (create, truncate) = _decode_real(decoder, 11, 204)
+    assert truncate.kind is SchemaChangeKind.TRUNCATE and truncate.table == TableName("dbz_shop", "scratch")
+    assert truncate.schema == create.schema
