@@ -8,7 +8,13 @@ from testbed.demo import demo_changefeed
 from testbed.encoders.ticdc_avro import TiCDCAvroWriter
 from tests.support import assert_table, publish, run_job, table_version
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.one_pair(
+        "this protocol's decoding is the same Python on both pairs, and the Delta operations its events become (MERGE, schema evolution, rewrites) run on both pairs in test_simple_pipeline and test_ddl_kinds",
+        pair="newest",
+    ),
+]
 
 CUSTOMERS = "id INT, name STRING, balance DECIMAL(12,2), signed_up TIMESTAMP, tier STRING"
 ORDERS = "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING"

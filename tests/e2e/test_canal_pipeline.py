@@ -9,7 +9,13 @@ from testbed.encoders.canal import CanalJsonWriter
 from tests.support import assert_table, publish, run_job, table_version
 from tests.workloads import DDL_EVOLUTION_TABLES, ddl_evolution, items_feed
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.one_pair(
+        "this protocol's decoding is the same Python on both pairs, and the Delta operations its events become (MERGE, schema evolution, rewrites) run on both pairs in test_simple_pipeline and test_ddl_kinds",
+        pair="newest",
+    ),
+]
 
 DEMO_TABLES = {
     "customers": "id INT, name STRING, balance DECIMAL(12,2), signed_up TIMESTAMP, tier STRING",

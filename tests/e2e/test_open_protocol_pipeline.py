@@ -11,7 +11,13 @@ from testbed.encoders.open_protocol import OpenProtocolWriter
 from tests.support import assert_table, publish, run_job, table_version
 from tests.workloads import ddl_evolution, items_feed
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.one_pair(
+        "this protocol's decoding is the same Python on both pairs, and the Delta operations its events become (MERGE, schema evolution, rewrites) run on both pairs in test_simple_pipeline and test_ddl_kinds",
+        pair="newest",
+    ),
+]
 
 # What Open Protocol cannot carry (README): DECIMAL precision (exact text), ENUM members (index).
 DEMO_TABLES = {
