@@ -33,8 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CUSTOMERS = "id INT, name STRING, balance DECIMAL(12,2), signed_up TIMESTAMP, tier STRING"
 ORDERS = "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING"
 LEASE_HELD = 5  # jobs/cli.py: another job runs this consumer
-# Short enough that the tests wait little for an expiry, long enough for a renewal on a busy machine.
-LEASE_SECONDS = 30
+# The paused holder's lease: short enough that the test waits little for its expiry, long enough that a
+# renewal on a loaded machine (seen: 19 s while CI ran both pairs) does not let it lapse before the pause.
+LEASE_SECONDS = 45
 
 
 def _config(tmp_path: Path, kafka, topic: str, group: str, target: Path, lease_seconds: float = LEASE_SECONDS) -> Path:
@@ -117,7 +118,9 @@ def test_two_jobs_started_at_once_one_runs_and_the_other_exits_5_without_writing
     feed = demo_changefeed(seed=11, changes=150)
     topic, group, target = f"twice-{unique}", f"g-{unique}", tmp_path / "delta"
     publish(kafka, topic, feed.messages)
-    config = _config(tmp_path, kafka, topic, group, target)
+    # The default lease: nothing here waits for an expiry, and a renewal on a loaded machine (seen: 15 s)
+    # must not let the lease lapse, or the second job would rightly take it over.
+    config = _config(tmp_path, kafka, topic, group, target, lease_seconds=60)
     logs = [tmp_path / "job-a.log", tmp_path / "job-b.log"]
 
     jobs = [_start(config, log) for log in logs]
