@@ -26,7 +26,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
 
@@ -264,8 +264,17 @@ class KillPlan:
         return ["--site", self.site, "--hit", str(self.hit), "--delay", f"{self.delay:.3f}", "--moment", self.moment]
 
 
-def choose_kill(rng: random.Random, ddl_sites_ahead: list[str], site: str | None = None) -> KillPlan:
-    """A random kill point at `site` (default: a random site; DDL sites only while the stream has not passed them)."""
+NON_DDL_SITES = ("decode", "merge", "after_table_commit", "after_checkpoint")
+
+
+def choose_kill(rng: random.Random, ddl_sites_ahead: list[str], site: str | None = None, *, early: bool = False) -> KillPlan:
+    """A random kill point at `site` (default: a random site; DDL sites only while the stream has not passed them).
+
+    `early`: a recurring site at its first occurrence (in the first batch, before any DDL of the workloads).
+    """
+    if early and site not in DDL_SITES:
+        site = site or rng.choice(NON_DDL_SITES)
+        return KillPlan(site, hit=1, delay=rng.uniform(0, 0.2) if site == "merge" else 0.0)
     if site in DDL_SITES or (site is None and ddl_sites_ahead and rng.random() < 0.4):
         site = site or rng.choice(ddl_sites_ahead)
         if site == "backfill":
@@ -273,7 +282,7 @@ def choose_kill(rng: random.Random, ddl_sites_ahead: list[str], site: str | None
         if site == "rename":  # a folder move on path tables: atomic, so before or after it
             return KillPlan(site, moment=rng.choice(["start", "after"]))
         return KillPlan(site, moment="during", delay=rng.uniform(0, 1.5))
-    site = site or rng.choice(["decode", "merge", "after_table_commit", "after_checkpoint"])
+    site = site or rng.choice(NON_DDL_SITES)
     if site == "decode":
         return KillPlan(site, hit=rng.randint(1, 120))
     if site == "merge":
@@ -313,9 +322,9 @@ def _start_job(arguments: list[str], log: Path) -> int:
 
 
 def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, rng: random.Random, baseline, spark,
-             *, first: str | None = None) -> RunOutcome:
-    """Kill the job up to `kills_wanted` times (the first at site `first` if given), restart it without a
-    kill switch, check the target."""
+             *, planned: Sequence[KillPlan] = ()) -> RunOutcome:
+    """Kill the job up to `kills_wanted` times (the i-th as `planned[i]` says, where given; else at a random
+    point), restart it without a kill switch, check the target."""
     started = time.monotonic()
     config = write_config(workdir / "job.toml", sections)
     kill_log, job_log = workdir / "kills.log", workdir / "job.log"
@@ -324,7 +333,7 @@ def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, 
     passed: set[str] = set()
     while len(kills) < kills_wanted:
         ahead = [s for s in scene.ddl_sites() if s not in passed]
-        plan = choose_kill(rng, ahead, first if not kills else None)
+        plan = planned[len(kills)] if len(kills) < len(planned) else choose_kill(rng, ahead)
         before = len(kill_log.read_text().splitlines())
         status = _start_job(["benchmarks.fault_job", *plan.arguments(), "--log", str(kill_log), "--", "run", "--config", str(config)], job_log)
         lines = kill_log.read_text().splitlines()[before:]

@@ -101,9 +101,11 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 
 def _command_run(args: argparse.Namespace) -> int:
     from jobs.pipeline import Pipeline
+    from jobs.preflight import check_before_start
     from jobs.session import get_spark
 
     config = config_module.load(args.config, _overrides(args))
+    check_before_start(config)
     stop = threading.Event()
     _install_stop_handlers(stop)
     spark = get_spark(config.spark.master, config.spark.conf)

@@ -41,6 +41,11 @@ _COORDINATOR_MOVING = {
 # librdkafka's reports that it reaches no broker (it keeps reconnecting on its own).
 _NO_BROKER = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE}
 _PROBE_TIMEOUT = 1.0
+# A synchronous offset commit with no group coordinator reachable waits up to session.timeout.ms
+# (librdkafka's default 45 s) before failing. The job never joins its group (it assigns partitions
+# itself), so that setting has no other use here: a short one lets a commit during a broker outage fail
+# in seconds and the outage be measured against kafka.unreachable_timeout_seconds. A user's own wins.
+_COMMIT_WAIT_MS = 6000
 # Metadata is asked for in slices this long, serving librdkafka's error reports in between
 # (a refused login ends the wait at once); a TLS + SCRAM handshake takes a few hundred ms.
 _METADATA_SLICE = 2.0
@@ -52,6 +57,7 @@ class KafkaSource:
         self._config = config
         self._consumer = Consumer(
             {
+                "session.timeout.ms": _COMMIT_WAIT_MS,
                 **config.properties,
                 "bootstrap.servers": config.bootstrap_servers,
                 "group.id": config.group_id,
@@ -93,9 +99,9 @@ class KafkaSource:
         else:
             log.warning("Kafka: %s", error)
 
-    def _mark_unreachable(self, reason: str) -> None:
+    def _mark_unreachable(self, reason: str, since: float | None = None) -> None:
         if self._unreachable_since is None:
-            self._unreachable_since = time.monotonic()
+            self._unreachable_since = time.monotonic() if since is None else since
             log.warning(
                 "Kafka at %s unreachable (%s); waiting for it up to %gs (kafka.unreachable_timeout_seconds)",
                 self._config.bootstrap_servers, reason, self._config.unreachable_timeout_seconds,
@@ -110,13 +116,16 @@ class KafkaSource:
         self._raise_if_refused()
         return self._unreachable_since is not None and self._in_outage()
 
-    def _in_outage(self) -> bool:
-        """Ask a broker now: True while none answers (raising past the limit), False once one does."""
+    def _in_outage(self, since: float | None = None) -> bool:
+        """Ask a broker now: True while none answers (raising past the limit), False once one does.
+
+        `since`: when the caller's failed call began (the outage is at least that old).
+        """
         try:
             self._consumer.list_topics(timeout=_PROBE_TIMEOUT)  # answered only by a reachable broker
         except KafkaException as err:
             self._raise_if_refused()
-            self._mark_unreachable(str(err))
+            self._mark_unreachable(str(err), since)
             down = time.monotonic() - self._unreachable_since
             if down > self._config.unreachable_timeout_seconds:
                 raise KafkaUnreachableError(
@@ -162,6 +171,7 @@ class KafkaSource:
         30 s), or no broker at all (for up to `kafka.unreachable_timeout_seconds`)."""
         started = time.monotonic()
         while True:
+            attempt = time.monotonic()
             try:
                 return call()
             except KafkaException as err:
@@ -171,7 +181,7 @@ class KafkaSource:
                     self._raise_if_refused(err)
                     raise SourceError(f"cannot {what} at {self._config.bootstrap_servers}: {err}") from err
                 # error_cb is not served inside every call (a commit): ask a broker directly.
-                outage = self._in_outage()  # raises once no broker answered for too long
+                outage = self._in_outage(since=attempt)  # raises once no broker answered for too long
                 if not outage and time.monotonic() - started >= _METADATA_TIMEOUT:
                     raise SourceError(f"cannot {what} at {self._config.bootstrap_servers}: {err}") from err
                 log.info("Kafka: %s; retrying", err)

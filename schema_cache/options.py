@@ -62,6 +62,13 @@ class ProtocolOptions:
     def create_decoder(self, types: TypeOptions) -> Decoder:
         raise NotImplementedError
 
+    def check_credentials(self) -> None:
+        """Raise AuthenticationError if a service the decoder will call refuses the configured credentials.
+
+        Asked once before the job starts Spark, so wrong credentials stop it in seconds; a service that does
+        not answer is not an error here (the decoder waits for it as configured). Most protocols call none.
+        """
+
     @classmethod
     def keys(cls) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]

@@ -18,19 +18,40 @@ os.environ.setdefault("TICDC_DELTA_CACHE", str(Path(__file__).resolve().parent.p
 _HEAVY_FIXTURES = {"spark", "sql", "kafka"}
 
 
+# When scripts/test runs both pairs side by side (CI), the oldest runs only what can differ between them:
+# the unit tests (Python 3.10 vs 3.13) and the end-to-end tests marked `both_pairs` (what Spark and Delta
+# do: MERGE, schema evolution, table features, history, conflicts, checkpoint cleanup, spark-submit). Every
+# other end-to-end test runs on the newest pair, unless `one_pair(pair="oldest")` puts it on the oldest to
+# even out the two sides' time.
+_DEFAULT_REASON = (
+    "exercises the product's own logic (Kafka, decoding, ordering, the batch loop), the same Python on both pairs; "
+    "what Spark and Delta do with its statements runs on both pairs in the tests marked both_pairs"
+)
+
+
+def _pair_of(item) -> tuple[str, str]:
+    """Which pair runs an end-to-end test when both run ("both", "newest" or "oldest"), and why."""
+    # The closest marker decides: a test's own over its module's.
+    for marker in item.iter_markers():
+        if marker.name == "both_pairs":
+            return "both", ""
+        if marker.name == "one_pair":
+            return marker.kwargs.get("pair", "newest"), marker.args[0]
+    return "newest", _DEFAULT_REASON
+
+
 def pytest_collection_modifyitems(items):
-    # scripts/test runs both pairs side by side and names the one for `one_pair` tests.
-    one_pair, this_pair = os.environ.get("TICDC_DELTA_ONE_PAIR"), os.environ.get("TICDC_DELTA_PAIR")
+    split, this_pair = os.environ.get("TICDC_DELTA_SPLIT_PAIRS") == "1", os.environ.get("TICDC_DELTA_PAIR")
     for item in items:
         if _HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
-        marker = item.get_closest_marker("one_pair")
-        # `pair=` spreads such tests over both sides (they run side by side); the default is scripts/test's.
-        chosen = marker.kwargs.get("pair", one_pair) if marker else None
-        if one_pair and this_pair and marker and this_pair != chosen:
+        if not split or not this_pair or item.get_closest_marker("e2e") is None:
+            continue
+        pair, why = _pair_of(item)
+        if pair not in ("both", this_pair):
             item.add_marker(
                 pytest.mark.skip(
-                    reason=f"{marker.args[0]}: run on the {chosen} pair only when both pairs run (CI time); "
+                    reason=f"{why}: run on the {pair} pair only when both pairs run (CI time); "
                     f"`scripts/test --pair {this_pair}` runs it here"
                 )
             )
@@ -39,8 +60,13 @@ def pytest_collection_modifyitems(items):
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        "one_pair(why, pair=...): slow and exercising nothing that differs between the Python/Spark/Delta pairs "
-        "(why says so); scripts/test runs it on one pair when it runs both (`pair`, default its own choice)",
+        "both_pairs(why): an end-to-end test of what differs between the Python/Spark/Delta pairs (why says "
+        "what); run on both when scripts/test runs both (the others run on one: see one_pair)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "one_pair(why, pair=...): an end-to-end test exercising nothing that differs between the pairs (why says "
+        "so), run on `pair` (default newest) when scripts/test runs both; unmarked end-to-end tests run on the newest",
     )
     config.addinivalue_line(
         "markers",
@@ -90,9 +116,13 @@ def delta_rs_reads_every_table(request, tmp_path_factory):
     included (a few of each kind per session). Under the default `target.table_features` ("compatible") both readers must give the same
     columns and rows (`tests.readers`). A test that fails on its own is not checked again.
     """
-    yield
     if request.node.get_closest_marker("e2e") is None:
+        yield
         return
+    # Requested before the test runs: pytest refuses fixtures first asked for during teardown, and an
+    # end-to-end test without Spark of its own (spark-submit in a subprocess) still leaves tables to read.
+    spark = request.getfixturevalue("spark")
+    yield
     report = getattr(request.node, "report_call", None)
     if report is None or not report.passed:
         return
@@ -106,7 +136,6 @@ def delta_rs_reads_every_table(request, tmp_path_factory):
             changed.append(table)
     if not changed or request.node.get_closest_marker("spark_only_tables") is not None:
         return
-    spark = request.getfixturevalue("spark")
     changed = [table for table in changed if _worth_reading(table)]
     started = time.perf_counter()
     for table in changed:

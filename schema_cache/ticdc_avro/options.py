@@ -104,3 +104,8 @@ class AvroOptions(ProtocolOptions):
         from schema_cache.ticdc_avro.registry import SchemaRegistry
 
         return TiCDCAvroDecoder(self, types, SchemaRegistry(self.registry))
+
+    def check_credentials(self) -> None:
+        from schema_cache.ticdc_avro.registry import SchemaRegistry
+
+        SchemaRegistry(self.registry).check_credentials()

@@ -62,6 +62,26 @@ class SchemaRegistry:
                 cached = self._schemas[schema_id] = json.loads(self._fetch(schema_id))
             return cached
 
+    def check_credentials(self) -> None:
+        """RegistryAuthenticationError if the registry answers 401 to a request made with the job's credentials.
+
+        Any other outcome passes (an unreachable registry is waited for when a schema is needed).
+        """
+        try:
+            self._client.get_subjects()
+        except SchemaRegistryError as err:
+            if err.http_status_code == 401:
+                raise self._refused("listing its subjects", err) from err
+            log.debug("schema registry at %s: %s (checked again when a schema is needed)", self._where(), err)
+        except Exception as err:  # noqa: BLE001 - the client's transport errors (refused, timeout, TLS)
+            log.debug("schema registry at %s: %s (checked again when a schema is needed)", self._where(), err)
+
+    def _refused(self, doing: str, err: SchemaRegistryError) -> RegistryAuthenticationError:
+        return RegistryAuthenticationError(
+            f"the schema registry at {self._where()} refused the job's credentials {doing} (HTTP 401, authentication "
+            f"failed: check registry.basic_auth_user_info or the user:password in registry.url): {err}"
+        )
+
     def _fetch(self, schema_id: int) -> str:
         deadline = self._clock() + self._options.max_wait_seconds
         attempt = 0
@@ -72,11 +92,7 @@ class SchemaRegistry:
                 if err.http_status_code == 404:
                     raise SchemaIdNotFoundError(f"schema id {schema_id} is not in the registry: {err}") from err
                 if err.http_status_code == 401:
-                    raise RegistryAuthenticationError(
-                        f"the schema registry at {self._where()} refused the job's credentials fetching schema id "
-                        f"{schema_id} (HTTP 401, authentication failed: check registry.basic_auth_user_info or the "
-                        f"user:password in registry.url): {err}"
-                    ) from err
+                    raise self._refused(f"fetching schema id {schema_id}", err) from err
                 if err.http_status_code not in _RETRIABLE_STATUS:
                     raise RegistryError(f"the schema registry refused schema id {schema_id}: {err}") from err
                 failure = err

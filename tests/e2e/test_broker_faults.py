@@ -62,7 +62,7 @@ def test_broker_outage_is_waited_out_and_one_past_the_limit_stops_the_job_with_o
     broker = LocalKafka(tmp_path / "kafka")
     broker.start()
     try:
-        feed = demo_changefeed(seed=17, changes=300)
+        feed = demo_changefeed(seed=17, changes=120)
         topic, group, target = f"outage-{unique}", f"g-{unique}", tmp_path / "delta"
         half = len(feed.messages) // 2
         publish(broker, topic, feed.messages[:half])

@@ -19,7 +19,9 @@ from schema_cache.exceptions import DecodeError
 from tests.support import assert_table, publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
+    "OPTIMIZE, DELETE and VACUUM (LITE where the release has it) of the checkpoint table"
+)]
 
 _TP = TopicPartition("orders", 0)
 
@@ -60,16 +62,16 @@ def _replay_start(sql, locator, store: CheckpointStore, consumer: str) -> Checkp
 
 
 def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_rows(sql, tmp_path):
-    # Setup: consumer "other" saves 3 checkpoints; consumer "main" then saves 50, as the job does
-    # (save, then clean up when due) with keep 5 and a cleanup every 10 batches, files no longer used
-    # deleted at once (retention 0). A dead letter recorded after main's batch 12 is resolved by a
-    # replay at once; one recorded after batch 25 stays unresolved until batch 40.
+    # Setup: consumer "other" saves 3 checkpoints; consumer "main" then saves 25, as the job does
+    # (save, then clean up when due) with keep 3 and a cleanup every 5 batches, files no longer used
+    # deleted at once (retention 0). A dead letter recorded after main's batch 6 is resolved by a
+    # replay at once; one recorded after batch 11 stays unresolved until batch 18.
     # Expect: right before each cleanup at most keep + every + 1 rows and every + 1 live files (before
-    # the first, other's 3 files too); after it exactly main's newest 5 checkpoints, plus batch 25 while
-    # its dead letter is unresolved (not batch 12: its dead letter is resolved), one live data file and
-    # no other on disk; meanwhile the replay's own query finds batch 25, offsets and decoder state
+    # the first, other's 3 files too); after it exactly main's newest 3 checkpoints, plus batch 11 while
+    # its dead letter is unresolved (not batch 6: its dead letter is resolved), one live data file and
+    # no other on disk; meanwhile the replay's own query finds batch 11, offsets and decoder state
     # intact; other's rows unchanged; load() the newest; the table's retention properties set.
-    keep, every = 5, 10
+    keep, every = 3, 5
     locator = PathLocator(str(tmp_path / "lake"))
     folder = tmp_path / "lake" / "_ticdc" / "checkpoints"
     store = CheckpointStore(sql, locator, Retention(keep, every, file_seconds=0))
@@ -78,15 +80,15 @@ def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_
     others = _rows(sql, locator, "other")
 
     kept_for_replay = None
-    for batch in range(1, 51):
+    for batch in range(1, 26):
         store.save(_checkpoint("main", batch))
-        if batch == 12:
-            resolved = _dead_letter(sql, locator, "main", 120)
+        if batch == 6:
+            resolved = _dead_letter(sql, locator, "main", 60)
             DeadLetterTable(sql, locator, "main").record_replays([(resolved, "applied", "")])
-        if batch == 25:
-            unresolved = _dead_letter(sql, locator, "main", 250)
-            kept_for_replay = 25
-        if batch == 40:
+        if batch == 11:
+            unresolved = _dead_letter(sql, locator, "main", 110)
+            kept_for_replay = 11
+        if batch == 18:
             DeadLetterTable(sql, locator, "main").record_replays([(unresolved, "superseded", "")])
             kept_for_replay = None
         if not store.cleanup_due(batch):
@@ -103,13 +105,13 @@ def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_
         assert report is not None and report.kept_for_replay == kept_for_replay
         assert _live_files(sql, locator) == 1
         assert _files_on_disk(folder) == 1
-        if batch == 30:
+        if batch == 15:
             start = _replay_start(sql, locator, store, "main")
-            assert start == dataclasses.replace(_checkpoint("main", 25), saved_at=start.saved_at)
+            assert start == dataclasses.replace(_checkpoint("main", 11), saved_at=start.saved_at)
 
     assert _rows(sql, locator, "other") == others
     newest = store.load("main")
-    assert newest == dataclasses.replace(_checkpoint("main", 50), saved_at=newest.saved_at)
+    assert newest == dataclasses.replace(_checkpoint("main", 25), saved_at=newest.saved_at)
     name = locator.internal_sql_name("checkpoints")
     properties = {r["key"]: r["value"] for r in sql.sql(f"SHOW TBLPROPERTIES {name}").collect()}
     assert properties["delta.deletedFileRetentionDuration"] == "interval 0 seconds"

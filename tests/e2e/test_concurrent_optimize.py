@@ -20,7 +20,9 @@ from schema_cache.events import TableName
 from tests.support import assert_table, publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
+    "OPTIMIZE and the conflict errors a losing MERGE gets differ between Delta releases"
+)]
 
 
 def _held_until_raced(gate: str):

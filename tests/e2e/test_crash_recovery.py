@@ -1,7 +1,7 @@
 """kill -9 at chosen points, restart, and end with exactly the upstream tables: the fault script's short run.
 
 `benchmarks/faults.py --only kills` kills the job at >= 50 random points over every protocol; this runs the
-same code on one workload with a handful of kills, a DDL site first so the rarest sites are covered.
+same code on one workload with three kills, one at a DDL site so the rarest sites are covered.
 """
 
 from __future__ import annotations
@@ -12,22 +12,30 @@ import uuid
 import pytest
 
 from benchmarks import fault_kills
-from benchmarks.fault_job import DDL_SITES
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.one_pair(
+        "job processes killed and restarted (a Spark JVM each); the idempotent writes and replays it relies on run on both pairs in test_delta_writer and test_simple_pipeline",
+        pair="oldest",
+    ),
+]
 
-# Per Python/Spark/Delta pair: CI runs both pairs, so 4 kills in all (each costs a JVM start and a
-# partial rerun); the fault script's `--only kills` makes the many.
-KILLS = 2
+# The fault script's `--only kills` makes the many; here a kill at a recurring site in the first batch, one at
+# a DDL site, then one more at a recurring site in the restart's first batch: each is always reached, and
+# each costs a JVM start and a partial rerun.
+KILLS = 3
 
 
 def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(spark, kafka, tmp_path):
     # Setup: Simple JSON with ADD COLUMN DEFAULT, DROP/RENAME/MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and
     # re-CREATE between many transactions over three tables; an uninterrupted run for its versions.
-    # Then a run killed KILLS times (SIGKILL of Python and its Spark JVM) at random sites, and restarted.
-    # Expect: the tables equal upstream, no table has more versions per applied commitTs than the
-    # uninterrupted run, and the first kill is at a DDL site (backfill, rewrite, rename). A restart
-    # takes the killed job's lease over at once, never waiting for it to expire.
+    # Then a run killed three times (SIGKILL of Python and its Spark JVM): at a random recurring site (decode,
+    # MERGE in flight, after a table commit, after the checkpoint) in the first batch, at a random DDL site
+    # (backfill, rewrite, rename), at a recurring site in the first batch after that restart; then restarted.
+    # Expect: every kill happens; the tables equal upstream; no table has more versions per applied commitTs
+    # than the uninterrupted run. A restart takes the killed job's lease over at once, never waiting for it
+    # to expire.
     seed = random.randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)
@@ -37,16 +45,21 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(sp
         spark, fault_kills.job_sections(kafka.bootstrap_servers, scene, tmp_path / "uninterrupted", f"u-{uuid.uuid4().hex}", 40), scene
     )
     assert "backfill" in scene.ddl_sites()  # Simple carries defaults: ADD COLUMN ... DEFAULT backfills
+    planned = [
+        fault_kills.choose_kill(rng, [], early=True),
+        fault_kills.choose_kill(rng, scene.ddl_sites(), site=rng.choice(scene.ddl_sites())),
+        fault_kills.choose_kill(rng, [], early=True),
+    ]
 
     sections = fault_kills.job_sections(kafka.bootstrap_servers, scene, tmp_path / "delta", f"k-{uuid.uuid4().hex}", 40)
     # A lease no restart outlives (a JVM start under load takes a minute at most): a restart can take it
     # over at once only because the killed job's processes ended.
     sections["run"]["lease_seconds"] = 300
-    outcome = fault_kills.kill_run(scene, sections, tmp_path, KILLS, rng, baseline, spark, first=rng.choice(scene.ddl_sites()))
+    outcome = fault_kills.kill_run(scene, sections, tmp_path, KILLS, rng, baseline, spark, planned=planned)
 
     assert outcome.problems == []
-    assert len(outcome.kills) == KILLS, f"the job finished after {outcome.kills}; the workload is too short"
-    assert outcome.kills[0] in DDL_SITES
+    assert outcome.kills == [plan.site for plan in planned], f"planned {planned}; the job finished after {outcome.kills}"
     log = (tmp_path / "job.log").read_text()
-    assert "its process has ended (that job was killed); took it over (epoch 2)" in log
+    for epoch in range(2, KILLS + 2):  # each restart took the lease of the job killed before it
+        assert f"its process has ended (that job was killed); took it over (epoch {epoch})" in log
     assert "waiting up to" not in log and "expired at" not in log

@@ -17,7 +17,9 @@ from apply.table_features import COMPATIBLE, FULL
 from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
 from tests.support import applier_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
+    "MERGE, appends, idempotent writes and commit conflicts as each Delta release does them"
+)]
 
 T = TableName("db", "t")
 SCHEMA = TableSchema(T, (Column("id", "INT"), Column("v", "STRING")), ("id",))

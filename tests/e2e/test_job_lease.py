@@ -25,7 +25,8 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.one_pair(
         "two job processes per test (a Spark JVM each); the lease's statements are the MERGE and reads every other test "
-        "runs on both pairs, and tests/unit/test_lease.py covers its decisions"
+        "runs on both pairs, and tests/unit/test_lease.py covers its decisions",
+        pair="oldest",
     ),
 ]
 

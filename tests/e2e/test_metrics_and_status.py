@@ -204,6 +204,7 @@ def test_a_drain_on_a_terminal_shows_a_live_progress_line(spark, kafka, tmp_path
     assert final.startswith(f"ticdc-delta: {total:,} of {total:,} messages (100%), 60 rows merged, 1 table, ")
 
 
+@pytest.mark.both_pairs("catalog tables (CREATE SCHEMA, managed Delta tables) in each pair's session catalog")
 def test_catalog_tables_metrics_and_status(spark, kafka, tmp_path, unique, capsys):
     # Setup: catalog mode (spark_catalog), the product's own tables in a schema of their own;
     # 20 inserts into one table of a database named for this test; metrics flushed after every batch.

@@ -21,7 +21,7 @@ from testbed.demo import load_demo
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.one_pair("the notebooks call the product APIs the other tests run on both pairs"),
+    pytest.mark.one_pair("the notebooks call the product APIs the other tests run on both pairs", pair="oldest"),
 ]
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"

@@ -19,7 +19,7 @@ from testbed.demo import demo_changefeed
 from tests.support import assert_table, publish
 from tests.workloads import DEMO_TABLE_DDLS
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs("the wheel as each supported Python builds and installs it")]
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT_PACKAGES = {"schema_cache", "apply", "jobs"}
@@ -84,6 +84,11 @@ def test_the_installed_wheel_does_not_bring_spark(cluster_python):
     assert "--config" in help_text
 
 
+@pytest.mark.one_pair(
+    "spark-submit's own JVM and Ivy resolution; on the oldest pair (Spark 3.5, what most Databricks LTS runtimes "
+    "carry), as the newest runs the same job code in every other end-to-end test",
+    pair="oldest",
+)
 def test_spark_submit_runs_the_job_on_the_demo_stream(cluster_python, spark, kafka, tmp_path, unique):
     # Setup: the demo stream on the local broker; a TOML config; Spark from the test environment,
     # the product from the cluster-like Python.

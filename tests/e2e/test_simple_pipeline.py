@@ -16,6 +16,7 @@ from tests.workloads import DDL_EVOLUTION_TABLES, DEMO_TABLE_DDLS, ITEMS_DDL, dd
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.both_pairs("the MERGE, DDL, checkpoint and replay statements of a whole run, on each Spark/Delta pair")
 def test_inserts_updates_deletes_across_three_partitions(spark, kafka, tmp_path, unique):
     # Setup: 60 inserts, updates of every third, deletes of every fifth, over 3 partitions.
     # Expect: the Delta table equals the upstream rows, types as mapped.
@@ -97,6 +98,7 @@ def test_a_lagging_partition_spills_to_disk_and_the_tables_come_out_exact(spark,
     assert not list(spill.iterdir())
 
 
+@pytest.mark.both_pairs("the MERGE, DDL, checkpoint and replay statements of a whole run, on each Spark/Delta pair")
 @pytest.mark.parametrize("split", [True, False], ids=["delete+insert", "one-update"])
 def test_primary_key_changing_update(spark, kafka, tmp_path, unique, split):
     # Setup: rows 1..6, then keys change 1->101 and 2->3 after 3->103 (a chain in
@@ -218,6 +220,7 @@ def test_a_batch_slower_than_the_idle_timeout_does_not_end_the_drain(spark, kafk
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
 
 
+@pytest.mark.both_pairs("the MERGE, DDL, checkpoint and replay statements of a whole run, on each Spark/Delta pair")
 def test_restart_resumes_where_the_last_run_committed(spark, kafka, tmp_path, unique):
     # Setup: the demo stream (two tables, ALTER, key changes) split in two; a run after each half.
     # Expect: the second run reads only the second half (no replays) and the tables match.
@@ -236,6 +239,7 @@ def test_restart_resumes_where_the_last_run_committed(spark, kafka, tmp_path, un
         assert_table(spark, target, feed, "shop", table, ddl)
 
 
+@pytest.mark.both_pairs("the MERGE, DDL, checkpoint and replay statements of a whole run, on each Spark/Delta pair")
 def test_replaying_the_whole_topic_with_a_new_group_changes_nothing(spark, kafka, tmp_path, unique):
     # Setup: a full run, then the same topic from the beginning under a new consumer group.
     # Expect: every event is recognized as applied; no table gets a new Delta version.
@@ -298,6 +302,7 @@ def test_avro_encoding_end_to_end(spark, kafka, tmp_path, unique):
                  "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING")
 
 
+@pytest.mark.both_pairs("the MERGE, DDL, checkpoint and replay statements of a whole run, on each Spark/Delta pair")
 def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique):
     # Setup: through Kafka, one table goes through ADD COLUMN with and without default,
     # DROP COLUMN, RENAME COLUMN, MODIFY COLUMN (int -> bigint), RENAME TABLE; a second

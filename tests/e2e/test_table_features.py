@@ -24,7 +24,9 @@ from tests.readers import assert_delta_rs_reads_as_spark
 from tests.support import applier_for, assert_table, job_config, publish, table_frame
 from tests.workloads import DDL_EVOLUTION_TABLES, ddl_evolution, items_feed
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
+    "which table features each Delta release gives a table, and what delta-rs reads of them"
+)]
 
 REWRITE = "CREATE OR REPLACE TABLE AS SELECT"
 T = TableName("db", "t")

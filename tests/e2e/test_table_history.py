@@ -14,7 +14,9 @@ from testbed.tables import column
 from tests.support import publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
+    "DESCRIBE HISTORY and time travel as each Delta release records them"
+)]
 
 
 def test_versions_record_their_commit_ts_and_the_table_reads_as_of_one(spark, kafka, tmp_path, unique):

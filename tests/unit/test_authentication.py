@@ -19,6 +19,7 @@ from schema_cache.events import RawMessage
 from schema_cache.exceptions import (
     AuthenticationError,
     KafkaAuthenticationError,
+    KafkaUnreachableError,
     RegistryAuthenticationError,
     RegistryUnavailableError,
 )
@@ -79,6 +80,21 @@ def test_registry_refusing_the_credentials_stops_at_once(https_registry, ca):
     assert isinstance(refused.value, AuthenticationError)
     assert "401" in text and "authentication failed" in text and https_registry.url in text
     assert "wrong-Password" not in text and SECRET not in text
+
+
+def test_wrong_registry_credentials_are_found_before_any_message(https_registry, ca):
+    # Setup: the check the job makes before it starts Spark (jobs/preflight.py), with a wrong password,
+    # then the right one, then a registry nothing listens on.
+    # Expect: 401 -> RegistryAuthenticationError naming the registry, not the password; the right password
+    # and an unreachable registry pass (the run waits for a registry that does not answer).
+    wrong = AvroOptions(registry=RegistryOptions(
+        url=https_registry.url, basic_auth_user_info="cdc:wrong-Password", ssl_ca_location=str(ca.certificate)))
+    with pytest.raises(RegistryAuthenticationError, match="listing its subjects.*authentication failed") as refused:
+        wrong.check_credentials()
+    assert "wrong-Password" not in str(refused.value) and https_registry.url in str(refused.value)
+    AvroOptions(registry=RegistryOptions(
+        url=https_registry.url, basic_auth_user_info=f"cdc:{SECRET}", ssl_ca_location=str(ca.certificate))).check_credentials()
+    AvroOptions(registry=RegistryOptions(url="http://127.0.0.1:9")).check_credentials()
 
 
 def test_registry_url_credentials_are_not_named(https_registry, ca):
@@ -154,5 +170,25 @@ def test_a_refusal_carried_by_a_failed_call_is_one_too():
 
         with pytest.raises(KafkaAuthenticationError, match="authentication failed"):
             source._retrying("commit offsets", refused)
+    finally:
+        source.close()
+
+
+def test_a_commit_that_waited_for_a_coordinator_counts_its_wait_as_outage():
+    # Setup: a commit that fails with librdkafka's "waiting for coordinator" after blocking longer than
+    # kafka.unreachable_timeout_seconds (it waits up to session.timeout.ms), no broker answering.
+    # Expect: KafkaUnreachableError after that one attempt: the outage began when the commit did.
+    source = KafkaSource(KafkaConfig(bootstrap_servers="127.0.0.1:9", topics=("t",), unreachable_timeout_seconds=1))
+    attempts = []
+    try:
+
+        def blocked_commit():
+            attempts.append(time.monotonic())
+            time.sleep(1.2)
+            raise KafkaException(KafkaError(KafkaError._WAIT_COORD, "Commit failed: Local: Waiting for coordinator"))
+
+        with pytest.raises(KafkaUnreachableError, match="kafka.unreachable_timeout_seconds = 1"):
+            source._retrying("commit offsets", blocked_commit)
+        assert len(attempts) == 1
     finally:
         source.close()

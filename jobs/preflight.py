@@ -1,0 +1,24 @@
+"""Credentials checked before the job starts Spark.
+
+Starting Spark and opening the product's tables takes from seconds to a
+minute; a wrong SASL password or registry password would only be found
+after that. Both are asked first: a refusal stops the job at once
+(AuthenticationError, exit 7), as does a topic that does not exist. A
+service that does not answer is left to the run, which waits for it as
+configured.
+"""
+
+from __future__ import annotations
+
+from jobs.config import Config
+from jobs.kafka_source import KafkaSource
+
+
+def check_before_start(config: Config) -> None:
+    """Kafka's metadata for the configured topics, and the protocol's services, with the job's credentials."""
+    source = KafkaSource(config.kafka)
+    try:
+        source.partitions()
+    finally:
+        source.close()
+    config.protocol.check_credentials()
