@@ -31,6 +31,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from benchmarks.fault_job import DDL_SITES
+from testbed.processes import job_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOLS = ("simple-json", "simple-avro", "avro", "debezium", "canal-json", "open-protocol")
@@ -311,7 +312,7 @@ def _start_job(arguments: list[str], log: Path) -> int:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env=job_environment(),
         )
         try:
             return job.wait(timeout=_JOB_TIMEOUT)

@@ -15,7 +15,7 @@ os.environ.setdefault("TICDC_DELTA_CACHE", str(Path(__file__).resolve().parent.p
 
 # Fixtures that start a JVM (Spark, the Kafka broker): a test using one is end to end,
 # so `-m "not e2e"` never starts one.
-_HEAVY_FIXTURES = {"spark", "sql", "kafka"}
+_HEAVY_FIXTURES = {"spark", "sql", "kafka", "apicurio"}
 
 
 # When scripts/test runs both pairs side by side (CI), the oldest runs only what can differ between them:
@@ -186,8 +186,29 @@ def unique():
 
 
 @pytest.fixture(scope="session")
+def apicurio(tmp_path_factory):
+    """A real Schema Registry server (Apicurio Registry, testbed/apicurio.py), shared by the session."""
+    from testbed.apicurio import ApicurioRegistry
+
+    server = ApicurioRegistry(tmp_path_factory.mktemp("apicurio"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["emulator", pytest.param("apicurio", marks=[pytest.mark.e2e, pytest.mark.conformance])])
+def schema_registry(request):
+    """A Confluent-compatible registry: the emulator, and (end to end) Apicurio Registry, a real server.
+
+    For tests of what any registry does; those injecting faults use `registry` (the emulator) alone.
+    """
+    return request.getfixturevalue("registry" if request.param == "emulator" else "apicurio")
+
+
+@pytest.fixture(scope="session")
 def registry():
-    """The Schema Registry stand-in (tests/registry_server.py), shared by the session."""
+    """The Schema Registry emulator (tests/registry_server.py), shared by the session: for injected
+    faults (outages, errors, garbage), basic auth and https, which the real server here cannot do."""
     from tests.registry_server import FakeSchemaRegistry
 
     server = FakeSchemaRegistry()

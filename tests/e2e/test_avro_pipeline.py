@@ -1,4 +1,5 @@
-"""End to end: TiCDC's avro protocol (schemas in the registry stand-in) through Kafka into Delta."""
+"""End to end: TiCDC's avro protocol through Kafka into Delta, its schemas in a real registry server
+(Apicurio Registry, testbed/apicurio.py) read with confluent-kafka's client."""
 
 from __future__ import annotations
 
@@ -38,36 +39,36 @@ def avro_run(spark, kafka, registry, feed, target, group, extension: bool):
 
 
 @pytest.mark.parametrize("extension", [False, True], ids=["plain", "tidb-extension"])
-def test_avro_stream_into_delta_and_replay(spark, kafka, registry, tmp_path, unique, extension):
+def test_avro_stream_into_delta_and_replay(spark, kafka, apicurio, tmp_path, unique, extension):
     # Setup: the demo stream as TiCDC's avro protocol: a topic per table, tombstone deletes,
     # key changes as tombstone + insert, a column added mid-stream (a new schema id).
     # Expect: tables equal upstream; a replay under a new group changes no table.
-    feed = avro_feed(registry, unique, extension)
+    feed = avro_feed(apicurio, unique, extension)
     assert len(feed.topics()) == 2 and any(m.value is None for m in feed.messages)
     publish(kafka, "unused", feed.messages)
     target = str(tmp_path)
 
-    result = avro_run(spark, kafka, registry, feed, target, f"g-{unique}", extension)
+    result = avro_run(spark, kafka, apicurio, feed, target, f"g-{unique}", extension)
 
     assert result.schema_changes >= 3  # first sight of both tables, then ADD COLUMN
     assert_table(spark, target, feed, "shop", "customers", CUSTOMERS)
     assert_table(spark, target, feed, "shop", "orders", ORDERS)
 
     versions = {t: table_version(spark, target, "shop", t) for t in ("customers", "orders")}
-    replay = avro_run(spark, kafka, registry, feed, target, f"replay-{unique}", extension)
+    replay = avro_run(spark, kafka, apicurio, feed, target, f"replay-{unique}", extension)
     assert replay.rows_applied == 0 and replay.replays_skipped > 0
     assert {t: table_version(spark, target, "shop", t) for t in ("customers", "orders")} == versions
 
 
-def test_avro_restart_resumes_by_offsets(spark, kafka, registry, tmp_path, unique):
-    feed = avro_feed(registry, unique, extension=True, seed=5, changes=160)
+def test_avro_restart_resumes_by_offsets(spark, kafka, apicurio, tmp_path, unique):
+    feed = avro_feed(apicurio, unique, extension=True, seed=5, changes=160)
     half = len(feed.messages) // 2
     target, group = str(tmp_path), f"g-{unique}"
     publish(kafka, "unused", feed.messages[:half])
-    avro_run(spark, kafka, registry, feed, target, group, True)
+    avro_run(spark, kafka, apicurio, feed, target, group, True)
     publish(kafka, "unused", feed.messages[half:])
 
-    second = avro_run(spark, kafka, registry, feed, target, group, True)
+    second = avro_run(spark, kafka, apicurio, feed, target, group, True)
 
     assert second.replays_skipped == 0
     assert_table(spark, target, feed, "shop", "customers", CUSTOMERS)

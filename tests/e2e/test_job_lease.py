@@ -19,6 +19,7 @@ from apply.locator import PathLocator
 from apply.progress import applied_history
 from schema_cache.events import TableName
 from testbed.demo import demo_changefeed
+from testbed.processes import job_environment
 from tests.support import assert_table, publish
 
 pytestmark = [
@@ -69,7 +70,7 @@ def _start(config: Path, log: Path) -> subprocess.Popen:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env=job_environment(),
         )
 
 
@@ -119,9 +120,10 @@ def test_two_jobs_started_at_once_one_runs_and_the_other_exits_5_without_writing
     feed = demo_changefeed(seed=11, changes=150)
     topic, group, target = f"twice-{unique}", f"g-{unique}", tmp_path / "delta"
     publish(kafka, topic, feed.messages)
-    # The default lease: nothing here waits for an expiry, and a renewal on a loaded machine (seen: 15 s)
-    # must not let the lease lapse, or the second job would rightly take it over.
-    config = _config(tmp_path, kafka, topic, group, target, lease_seconds=60)
+    # Nothing here waits for an expiry. The winner must renew (every quarter of the lease, 10 s) before it
+    # finishes, or the other would see the lease released, rightly take it and find nothing to do: its run
+    # takes 20 s and more. A renewal on a loaded machine (seen: 15 s) must not let the 40 s lease lapse.
+    config = _config(tmp_path, kafka, topic, group, target, lease_seconds=40)
     logs = [tmp_path / "job-a.log", tmp_path / "job-b.log"]
 
     jobs = [_start(config, log) for log in logs]

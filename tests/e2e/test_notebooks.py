@@ -7,6 +7,7 @@ JUPYTER_PATH); a cell error fails the test. The outputs are checked against the 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import uuid
@@ -18,6 +19,7 @@ import pytest
 from nbclient import NotebookClient
 
 from testbed.demo import load_demo
+from testbed.processes import short_lived_jvm
 
 pytestmark = [
     pytest.mark.e2e,
@@ -61,6 +63,8 @@ def run_notebook(demo, jupyter_path, monkeypatch):
     for key, value in settings.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("JUPYTER_PATH", str(jupyter_path))
+    # Each notebook's kernel starts a Spark JVM of its own that lives a minute or two.
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", short_lived_jvm(os.environ)["JAVA_TOOL_OPTIONS"])
 
     def run(name: str):
         notebook = nbformat.read(NOTEBOOKS / name, as_version=4)

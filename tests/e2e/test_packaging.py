@@ -16,6 +16,7 @@ import pytest
 from jobs.paths import cache_dir
 from jobs.session import delta_package
 from testbed.demo import demo_changefeed
+from testbed.processes import short_lived_jvm
 from tests.support import assert_table, publish
 from tests.workloads import DEMO_TABLE_DDLS
 
@@ -115,7 +116,7 @@ def test_spark_submit_runs_the_job_on_the_demo_stream(cluster_python, spark, kaf
         "run", "--config", str(config), "--until-idle",
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
-    env.update(PYSPARK_PYTHON=str(cluster_python), PYSPARK_DRIVER_PYTHON=str(cluster_python))
+    env = short_lived_jvm({**env, "PYSPARK_PYTHON": str(cluster_python), "PYSPARK_DRIVER_PYTHON": str(cluster_python)})
     run = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
 
     assert run.returncode == 0, run.stderr[-4000:]

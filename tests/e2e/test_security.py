@@ -23,6 +23,7 @@ from benchmarks.fault_kills import write_config
 from testbed.demo import demo_changefeed
 from testbed.encoders.ticdc_avro import TiCDCAvroWriter
 from testbed.local_kafka import LocalKafka, SaslSslListener
+from testbed.processes import job_environment
 from testbed.tls import LocalCa
 from tests.readers import delta_tables_under
 from tests.registry_server import FakeSchemaRegistry
@@ -127,7 +128,7 @@ def _run(config: Path, seconds: float = 600) -> tuple[int, str, float]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its Spark JVM in its group, killed with it if it hangs
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=job_environment(),
     )
     try:
         output, _ = job.communicate(timeout=seconds)

@@ -19,17 +19,11 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 def _params():
     for fixture in FIXTURES:
         marks = [pytest.mark.xfail(reason=fixture.xfail, strict=True, raises=AssertionError)] if fixture.xfail else []
-        yield pytest.param(fixture, id=fixture.name, marks=marks)
-
-
-@pytest.fixture(scope="module")
-def registry():
-    from tests.registry_server import FakeSchemaRegistry
-
-    server = FakeSchemaRegistry()
-    server.start()
-    yield server
-    server.stop()
+        yield pytest.param(fixture, "registry", id=fixture.name, marks=marks)
+        if fixture.protocol == "avro":
+            # The same example with its schemas in a real registry server (Apicurio Registry): end to end.
+            real = [*marks, pytest.mark.e2e, pytest.mark.conformance]
+            yield pytest.param(fixture, "apicurio", id=f"{fixture.name}@apicurio", marks=real)
 
 
 def _decoder(fixture: Fixture, tmp_path: Path, registry_url: str | None):
@@ -46,11 +40,12 @@ def _decoder(fixture: Fixture, tmp_path: Path, registry_url: str | None):
     return create_decoder(protocol_options(fixture.protocol, options, **extra))
 
 
-@pytest.mark.parametrize("fixture", list(_params()))
-def test_documented_example_decodes_to_its_documented_meaning(fixture: Fixture, tmp_path, request):
-    # Setup: the example's messages (and the ones the document says come before it) in order.
+@pytest.mark.parametrize("fixture, registry_server", list(_params()))
+def test_documented_example_decodes_to_its_documented_meaning(fixture: Fixture, registry_server: str, tmp_path, request):
+    # Setup: the example's messages (and the ones the document says come before it) in order; avro
+    # schemas registered in the registry emulator, and again in Apicurio Registry.
     # Expect: each step's events (or typed error) as the document describes them.
-    url = request.getfixturevalue("registry").url if fixture.protocol == "avro" else None
+    url = request.getfixturevalue(registry_server).url if fixture.protocol == "avro" else None
     decoder = _decoder(fixture, tmp_path, url)
     register = registering(url) if url else None
     for offset, step in enumerate(fixture.steps):

@@ -1,8 +1,9 @@
 """TiCDC's avro protocol: Confluent framing, registry lookups, values, schema changes.
 
 Messages are built as TiCDC's encoder builds them (testbed/encoders/ticdc_avro.py)
-and registered through confluent-kafka's client with the registry stand-in
-(tests/registry_server.py) over real HTTP.
+and registered through confluent-kafka's client over real HTTP: with the registry
+emulator (tests/registry_server.py) and, end to end, with a real registry server
+(Apicurio Registry, `schema_registry`); injected faults need the emulator.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ ROW = {
 TOPIC = "tidb_shop_items"
 
 
-def decoder_for(registry: FakeSchemaRegistry, **options) -> TiCDCAvroDecoder:
+def decoder_for(registry, **options) -> TiCDCAvroDecoder:
     return avro_decoder(registry.url, **options)
 
 
@@ -79,12 +80,12 @@ def message(key, value, offset=0, topic=TOPIC, partition=0) -> RawMessage:
 
 
 @pytest.mark.parametrize("extension", [False, True], ids=["plain", "tidb-extension"])
-def test_insert_update_and_tombstone_delete(registry, extension):
+def test_insert_update_and_tombstone_delete(schema_registry, extension):
     # Setup: INSERT, UPDATE and DELETE of one row as TiCDC's avro encoder sends them.
     # Expect: a schema change (first sight of the table), then INSERT/UPSERT rows with
     # every value typed, and a DELETE from the tombstone's key.
-    writer = TiCDCAvroWriter(registry.url, enable_tidb_extension=extension)
-    decoder = decoder_for(registry, enable_tidb_extension=extension)
+    writer = TiCDCAvroWriter(schema_registry.url, enable_tidb_extension=extension)
+    decoder = decoder_for(schema_registry, enable_tidb_extension=extension)
     assert decoder.ordering is Ordering.OFFSET
     insert = writer.row(TOPIC, TABLE, "INSERT", 5 << 18, None, ROW)
     update = writer.row(TOPIC, TABLE, "UPDATE", 6 << 18, ROW, {**ROW, "name": "new"})
@@ -121,9 +122,9 @@ def test_insert_update_and_tombstone_delete(registry, extension):
     assert deleted.commit_ts == 0 and deleted.schema is inserted.schema
 
 
-def test_bigint_unsigned_and_decimal_string_modes(registry):
-    writer = TiCDCAvroWriter(registry.url, decimal_mode="string", bigint_mode="string")
-    decoder = decoder_for(registry, avro_decimal_handling_mode="string", avro_bigint_unsigned_handling_mode="string")
+def test_bigint_unsigned_and_decimal_string_modes(schema_registry):
+    writer = TiCDCAvroWriter(schema_registry.url, decimal_mode="string", bigint_mode="string")
+    decoder = decoder_for(schema_registry, avro_decimal_handling_mode="string", avro_bigint_unsigned_handling_mode="string")
     _, row = decoder.decode(message(*writer.row("tidb_shop_strings", TABLE, "INSERT", 1, None, ROW), topic="tidb_shop_strings"))
     values = dict(zip(row.schema.column_names(), row.after, strict=True))
     types = {c.name: c.spark_type for c in row.schema.columns}
@@ -132,21 +133,21 @@ def test_bigint_unsigned_and_decimal_string_modes(registry):
     assert (values["price"], types["price"]) == ("-123456789.125", "STRING")
 
 
-def test_modes_must_match_the_changefeed(registry):
-    writer = TiCDCAvroWriter(registry.url)  # precise decimals, long unsigned bigints
+def test_modes_must_match_the_changefeed(schema_registry):
+    writer = TiCDCAvroWriter(schema_registry.url)  # precise decimals, long unsigned bigints
     with pytest.raises(DecodeError, match="DECIMAL encoded as precise but protocol.avro_decimal_handling_mode is 'string'"):
-        decoder_for(registry, avro_decimal_handling_mode="string").decode(message(*writer.row(TOPIC, TABLE, "INSERT", 1, None, ROW)))
+        decoder_for(schema_registry, avro_decimal_handling_mode="string").decode(message(*writer.row(TOPIC, TABLE, "INSERT", 1, None, ROW)))
     with pytest.raises(DecodeError, match="lacks TiDB extension fields but protocol.enable_tidb_extension is true"):
-        decoder_for(registry, enable_tidb_extension=True).decode(message(*writer.row(TOPIC, TABLE, "INSERT", 1, None, ROW)))
+        decoder_for(schema_registry, enable_tidb_extension=True).decode(message(*writer.row(TOPIC, TABLE, "INSERT", 1, None, ROW)))
 
 
-def test_newer_schema_id_is_a_schema_change_older_is_not(registry):
+def test_newer_schema_id_is_a_schema_change_older_is_not(schema_registry):
     # Setup: rows under v1, then v2 (a column added), then a late v1 row (a lagging partition).
     # Expect: one schema change per newer structure, none for the late old row.
     v1 = table_schema("shop", "evolving", table_id=2, version=1, columns=COLUMNS[:3], primary_key=["id"])
     v2 = {**v1, "version": 2, "columns": COLUMNS[:4]}
-    writer = TiCDCAvroWriter(registry.url)
-    decoder = decoder_for(registry)
+    writer = TiCDCAvroWriter(schema_registry.url)
+    decoder = decoder_for(schema_registry)
     topic = "tidb_shop_evolving"
     first = decoder.decode(message(*writer.row(topic, v1, "INSERT", 1, None, {"id": 1}), topic=topic))
     second = decoder.decode(message(*writer.row(topic, v2, "INSERT", 2, None, {"id": 2, "price": 1}), 1, topic=topic))
@@ -157,41 +158,41 @@ def test_newer_schema_id_is_a_schema_change_older_is_not(registry):
     assert [type(e).__name__ for e in late] == ["RowChange"]
     assert late[0].schema.column_names() == ("id", "small", "n")
 
-    restored = decoder_for(registry)
+    restored = decoder_for(schema_registry)
     restored.restore(decoder.state())
     again = restored.decode(message(*writer.row(topic, v2, "INSERT", 4, None, {"id": 4}), 3, topic=topic))
     assert [type(e).__name__ for e in again] == ["RowChange"]
 
 
-def test_unknown_schema_id_is_a_typed_decode_error(registry):
+def test_unknown_schema_id_is_a_typed_decode_error(schema_registry):
     value = struct.pack(">bI", 0, 999_999) + b"\x00"
     with pytest.raises(DecodeError, match=f"{TOPIC} partition 3 offset 8: schema id 999999 is not in the registry"):
-        decoder_for(registry).decode(message(None, value, offset=8, partition=3))
+        decoder_for(schema_registry).decode(message(None, value, offset=8, partition=3))
 
 
 @pytest.mark.parametrize(
     "value, reason",
     [(b"\x07abcdef", "not Confluent wire format"), (b"\x00\x00", "not Confluent wire format")],
 )
-def test_garbage_is_a_decode_error(registry, value, reason):
+def test_garbage_is_a_decode_error(schema_registry, value, reason):
     with pytest.raises(DecodeError, match=reason):
-        decoder_for(registry).decode(message(None, value))
+        decoder_for(schema_registry).decode(message(None, value))
 
 
-def test_a_topic_with_two_tables_is_refused(registry):
+def test_a_topic_with_two_tables_is_refused(schema_registry):
     other = table_schema("shop", "other", table_id=3, version=1, columns=COLUMNS[:2], primary_key=["id"])
-    writer = TiCDCAvroWriter(registry.url)
-    decoder = decoder_for(registry)
+    writer = TiCDCAvroWriter(schema_registry.url)
+    decoder = decoder_for(schema_registry)
     decoder.decode(message(*writer.row(TOPIC, TABLE, "INSERT", 1, None, ROW)))
     with pytest.raises(DecodeError, match="carries rows of shop.items and shop.other; TiCDC's avro protocol needs one topic per table"):
         decoder.decode(message(*writer.row(TOPIC, other, "INSERT", 2, None, {"id": 1}), offset=1))
 
 
-def test_ticdc_watermark_mode_markers(registry):
+def test_ticdc_watermark_mode_markers(schema_registry):
     # avro-enable-watermark (TiCDC testing mode): 0x02 checkpoint and 0x01 DDL carry nothing
     # needed; 0x03 is a delete with its commitTs.
-    writer = TiCDCAvroWriter(registry.url)
-    decoder = decoder_for(registry)
+    writer = TiCDCAvroWriter(schema_registry.url)
+    decoder = decoder_for(schema_registry)
     key, value = writer.row(TOPIC, TABLE, "INSERT", 1, None, ROW)
     decoder.decode(message(key, value))
     assert decoder.decode(message(None, b"\x02" + struct.pack(">Q", 10 << 18), 1)) == []
@@ -252,14 +253,14 @@ def test_basic_auth_from_url_encoded_user_info():
         registry.stop()
 
 
-def test_a_float_column_written_as_avro_float_as_ticdc_does(registry):
+def test_a_float_column_written_as_avro_float_as_ticdc_does(schema_registry):
     # Setup: a FLOAT column as TiCDC's encoder writes it (Avro `float`; its document says `double`,
     # which the stand-in encoder writes and the conformance fixtures cover), registered under the
     # topic's subjects; one row.
     # Expect: a FLOAT column and the value as a Python float.
     from tests.conformance import message_part, registering
 
-    register = registering(registry.url)
+    register = registering(schema_registry.url)
     column = {"name": "f", "type": {"connect.parameters": {"tidb_type": "FLOAT"}, "type": "float"}}
     key_field = {"name": "id", "type": {"connect.parameters": {"tidb_type": "INT"}, "type": "int"}}
     key_schema = {"type": "record", "name": "floats", "namespace": "default.shop", "fields": [key_field]}
@@ -268,7 +269,7 @@ def test_a_float_column_written_as_avro_float_as_ticdc_does(registry):
     value = message_part(
         {"$avro": {"subject": "tidb_shop_floats-value", "schema": value_schema, "datum": {"id": 1, "f": 5.5}}}, register
     )
-    events = decoder_for(registry).decode(message(key, value, topic="tidb_shop_floats"))
+    events = decoder_for(schema_registry).decode(message(key, value, topic="tidb_shop_floats"))
     row = events[-1]
     assert isinstance(row, RowChange) and row.after == (1, 5.5)
     assert [c.spark_type for c in row.schema.columns] == ["INT", "FLOAT"]
