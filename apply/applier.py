@@ -30,6 +30,7 @@ from apply.collapse import NetChange, collapse
 from apply.delta_writer import DeltaWriter
 from apply.metrics import PhaseTimes
 from apply.progress import AppliedPoint, PendingBackfill
+from apply.staging import StagedRun
 from apply.table_registry import TableRegistry
 from apply.tombstones import Tombstones
 from schema_cache.events import (
@@ -125,6 +126,9 @@ class Applier:
                 self._add_row(event)
             elif isinstance(event, SchemaChange):
                 self._apply_schema_change(event)
+            elif isinstance(event, StagedRun):
+                topic_of[event.table] = event.topic
+                self._add_run(event)
             elif not isinstance(event, Watermark):
                 raise TypeError(f"unexpected event {event!r}")
         for table in list(self._pending):
@@ -135,7 +139,7 @@ class Applier:
             self._flush(table, through)
         return self._summary
 
-    def _register_new_tables(self, events: Sequence[Event]) -> None:
+    def _register_new_tables(self, events: Sequence[Event | StagedRun]) -> None:
         """Register the tables of `events` that do not exist yet (this batch may create them) before it is
         applied; those that exist, if the registry lacks them (made by a release before it)."""
         names = {event.table for event in events if type(event) is not Watermark}
@@ -202,10 +206,41 @@ class Applier:
             segment = self._pending.setdefault(row.table, [])
         segment.append(row)
 
+    def _add_run(self, run: StagedRun) -> None:
+        """A stretch of staged rows (the Spark engine): skipped if the table holds all of it, else pending."""
+        state = self._state(run.table)
+        if self._run_covered(state, run):
+            self._summary.skipped_replays += run.rows
+            return
+        segment = self._pending.setdefault(run.table, [])
+        if segment and not segment[-1].schema.same_structure(run.schema):
+            self._flush(run.table, run.min_commit_ts - 1)
+            segment = self._pending.setdefault(run.table, [])
+        segment.append(run)
+
+    def _run_covered(self, state: _TableState, run: StagedRun) -> bool:
+        if state.point is None:
+            return False
+        if self._ordering is Ordering.OFFSET:
+            applied = state.point.offset_map()
+            return all(end <= applied.get(tp, 0) for tp, end in run.offsets.items())
+        return state.point.ts is not None and run.commit_ts <= state.point.ts
+
+    def _after(self, state: _TableState) -> dict | None:
+        """Which staged rows the table does not hold yet: after its applied point."""
+        if state.point is None:
+            return None
+        if self._ordering is Ordering.OFFSET:
+            return state.point.offset_map() or None
+        return {"ts": state.point.ts} if state.point.ts is not None else None
+
     def _flush(self, table: TableName, through_ts: int | None) -> None:
         """Merge the table's pending rows; commitTs ordering: applied through `through_ts`."""
         rows = self._pending.pop(table, None)
         if not rows:
+            return
+        if isinstance(rows[0], StagedRun):
+            self._flush_runs(table, rows, through_ts)
             return
         state = self._state(table)
         if not state.exists and all(r.after is None for r in rows):
@@ -232,6 +267,56 @@ class Applier:
         for op, count in Counter(row.op for row in rows).items():
             self._summary.row_events[table, op.value] += count
         log.debug("%s: merged %d changes (%d keys), applied through %s", table, len(rows), len(changes), point)
+
+    def _flush_runs(self, table: TableName, runs: list[StagedRun], through_ts: int | None) -> None:
+        """Merge staged runs of one structure, each its own MERGE of net changes built by Spark."""
+        state = self._state(table)
+        if not state.exists and not any(run.has_upserts for run in runs):
+            log.info("%s: %d deletes for a table that does not exist; nothing to do", table, sum(r.rows for r in runs))
+            return
+        if any(run.has_upserts for run in runs):
+            if state.structure_open is not None and state.exists:
+                self._take_structure(table, state, runs[-1].schema)
+            else:
+                self._grow_structure(table, state, runs[-1].schema)
+                state.structure_open = None
+        for i, run in enumerate(runs):
+            keep = self._kept_columns(state, table, run.schema)
+            schema = self._projected(run.schema, keep)
+            with self._times.phase("source_build"):
+                changes = run.net_changes(keep, self._after(state))
+            last = i == len(runs) - 1
+            point = self._run_point(state, run, through_ts if last else run.commit_ts)
+            self._writer.merge_frame(table, schema, changes, point, into_empty=state.empty)
+            state.empty = state.empty and not run.has_upserts
+            state.point = point
+            self._summary.merges += 1
+            self._summary.merged_rows[table] += run.rows
+            for op, count in run.ops.items():
+                if count:
+                    self._summary.row_events[table, op] += count
+        self._summary.tables.add(table)
+        log.debug("%s: merged %d staged runs, applied through %s", table, len(runs), state.point)
+
+    def _run_point(self, state: _TableState, run: StagedRun, through_ts: int | None) -> AppliedPoint:
+        if self._ordering is Ordering.OFFSET:
+            offsets = state.point.offset_map() if state.point is not None else {}
+            for tp, end in run.offsets.items():
+                offsets[tp] = max(offsets.get(tp, 0), end)
+            return AppliedPoint.at_offsets(offsets, state.point.ts if state.point is not None else None)
+        return AppliedPoint(ts=through_ts)
+
+    def _kept_columns(self, state: _TableState, table: TableName, schema: TableSchema) -> list[int]:
+        """Positions of `schema`'s columns the Delta table has (rows older than its structure have fewer)."""
+        if state.columns is None:
+            state.columns = {name.lower() for name, _ in self._writer.columns(table)}
+        return [i for i, c in enumerate(schema.columns) if c.name.lower() in state.columns]
+
+    @staticmethod
+    def _projected(schema: TableSchema, keep: Sequence[int]) -> TableSchema:
+        if len(keep) == len(schema.columns):
+            return schema
+        return TableSchema(schema.name, tuple(schema.columns[i] for i in keep), schema.key, schema.table_id, schema.version)
 
     def _grow_structure(self, table: TableName, state: _TableState, schema: TableSchema) -> None:
         if state.aligned_to is not None and (

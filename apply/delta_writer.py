@@ -364,17 +364,28 @@ class DeltaWriter:
         schema = self._layout(table).delta_schema(schema)
         rows = [(*change.values, change.deleted) for change in changes]
         source_schema = _source_schema(schema.columns, f"{_DELETED} BOOLEAN")
+        with ExitStack() as scope:
+            with self._times.phase("source_build"):
+                source = scope.enter_context(self._sql.view(rows, source_schema))
+            self._merge_source(table, schema, source, point, into_empty=into_empty, idempotent=idempotent, note=note)
+
+    def merge_frame(self, table: TableName, schema: TableSchema, changes, point: AppliedPoint, *, into_empty: bool = False) -> None:
+        """Like `merge`, from a DataFrame of net changes (columns c0.. in `schema`'s order, then ticdc_deleted):
+        the Spark engine's, built where the rows are."""
+        schema = self._layout(table).delta_schema(schema)
+        with self._sql.frame_view(changes) as source:
+            self._merge_source(table, schema, source, point, into_empty=into_empty)
+
+    def _merge_source(self, table: TableName, schema: TableSchema, source: str, point: AppliedPoint, *,
+                      into_empty: bool, idempotent: bool = True, note: Mapping[str, object] | None = None) -> None:
         # Delta's idempotent writes need one number that grows with every MERGE:
         # the commitTs. Offset points (several partitions; their `ts` is only the
         # newest DDL) rely on the applier's replay check alone.
         txn = (APP_ID, point.ts) if idempotent and point.ts is not None and not point.offsets else None
-        with ExitStack() as scope:
-            with self._times.phase("source_build"):
-                source = scope.enter_context(self._sql.view(rows, source_schema))
-            with self._times.phase("merge"):
-                build = insert_sql if into_empty else merge_sql
-                statement = build(self._name(table), schema, source)
-                self._sql.run(statement, commit_tags(point, txn=txn, note=note), what=f"merge {table}")
+        with self._times.phase("merge"):
+            build = insert_sql if into_empty else merge_sql
+            statement = build(self._name(table), schema, source)
+            self._sql.run(statement, commit_tags(point, txn=txn, note=note), what=f"merge {table}")
 
     def truncate(self, table: TableName, point: AppliedPoint) -> None:
         with self._times.phase("ddl"):

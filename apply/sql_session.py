@@ -242,5 +242,17 @@ class SqlSession:
             with self._lock:
                 self.spark.catalog.dropTempView(name)
 
+    @contextmanager
+    def frame_view(self, frame, prefix: str = "ticdc_delta") -> Iterator[str]:
+        """A DataFrame of this session as a temporary view with a name of its own, for the duration of the block."""
+        name = f"{prefix}_{uuid.uuid4().hex}"
+        with self._lock:
+            frame.createOrReplaceTempView(name)
+        try:
+            yield name
+        finally:
+            with self._lock:
+                self.spark.catalog.dropTempView(name)
+
     def table(self, name: str):
         return self.spark.table(name)

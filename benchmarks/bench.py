@@ -626,7 +626,9 @@ def main() -> int:
     if not spark_sections:
         return 0
     from jobs.session import kafka_source_package
+    from testbed.spark_packages import use_resolvable_kafka_source
 
+    use_resolvable_kafka_source()
     with tempfile.TemporaryDirectory(prefix="ticdc-bench-") as work:
         lake = Lake(Path(work), packages=(kafka_source_package(),) if "handwritten" in only else ())
         try:

@@ -14,7 +14,9 @@ functions from outside; the product carries no fault hooks:
 - backfill: writing an added column's default into existing rows (after the ADD COLUMN committed): at its
   start or `delay` seconds into it;
 - rewrite: `delay` seconds into a table rewrite (a column renamed, dropped or retyped);
-- rename: at the start of, `delay` seconds into, or right after a table rename.
+- rename: at the start of, `delay` seconds into, or right after a table rename;
+- stage (the Spark engine, `run.engine = "spark"`): `delay` seconds into the `hit`-th staging write, which
+  reads the batch from Kafka and decodes it on the executors as it writes (a kill mid-batch).
 
 Each kill is first appended to `--log` ("killed <site>"); DDL sites the process passes without being
 killed are logged too ("passed <site>"), so the fault script knows which are behind the stream's position.
@@ -33,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-SITES = ("decode", "merge", "after_table_commit", "after_checkpoint", "backfill", "rewrite", "rename")
+SITES = ("decode", "merge", "after_table_commit", "after_checkpoint", "backfill", "rewrite", "rename", "stage")
 # Sites met once per stream (a DDL); the others recur every batch.
 DDL_SITES = ("backfill", "rewrite", "rename")
 MOMENTS = ("start", "during", "after")
@@ -134,12 +136,13 @@ def install(switch: KillSwitch) -> None:
         else:
             setattr(writer, name, _passing(switch, site, original))
 
-    if switch.site in ("merge", "after_table_commit"):
+    if switch.site in ("merge", "after_table_commit", "stage"):
         original_run = SqlSession.run
-        moment = "during" if switch.site == "merge" else "after"
+        moment = "after" if switch.site == "after_table_commit" else "during"
+        prefix = "stage into " if switch.site == "stage" else "merge "
 
         def run(self, statement, tags=None, *, what=""):
-            if what.startswith("merge "):
+            if what.startswith(prefix):
                 return switch.around(original_run, moment=moment)(self, statement, tags, what=what)
             return original_run(self, statement, tags, what=what)
 

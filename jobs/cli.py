@@ -102,13 +102,15 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 def _command_run(args: argparse.Namespace) -> int:
     from jobs.pipeline import Pipeline
     from jobs.preflight import check_before_start
-    from jobs.session import get_spark
+    from jobs.session import get_spark, kafka_source_package
 
     config = config_module.load(args.config, _overrides(args))
     check_before_start(config)
     stop = threading.Event()
     _install_stop_handlers(stop)
-    spark = get_spark(config.spark.master, config.spark.conf)
+    # The Spark engine reads Kafka with Spark's own source: a local session gets its jars too.
+    packages = [kafka_source_package()] if config.run.engine == "spark" else []
+    spark = get_spark(config.spark.master, config.spark.conf, packages)
     result = Pipeline.from_config(config, spark, stop=stop).run()
     log.info(
         "done: %d messages, %d rows applied, %d DDL, %d replays skipped, %d dead letters, %d waiting",

@@ -29,6 +29,9 @@ else:  # Python 3.10: the same parser, published before it joined the standard l
     import tomli as tomllib
 
 RUN_MODES = ("until-idle", "continuous")
+# driver: one Python process reads and decodes (small and medium streams); spark: Spark's Kafka source,
+# decoding on the executors, pending events staged in Delta (jobs/spark_pipeline.py).
+ENGINES = ("driver", "spark")
 BAD_MESSAGE_POLICIES = ("fail", "dead-letter")
 START_POSITIONS = ("earliest", "latest")
 MIN_LEASE_SECONDS = 2.0
@@ -48,6 +51,9 @@ class KafkaConfig:
     unreachable_timeout_seconds: float = 300.0
     # librdkafka passthrough (security.protocol, sasl.*, ssl.*, ...)
     properties: Mapping[str, str] = field(default_factory=dict)
+    # Kafka Java client settings for Spark's Kafka source (run.engine = "spark"), beyond those translated
+    # from `properties` (jobs/spark_source.py)
+    java_properties: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.topics, str):
@@ -70,6 +76,9 @@ class KafkaConfig:
 
     def redacted_properties(self) -> dict[str, str]:
         return _redacted(self.properties)
+
+    def redacted_java_properties(self) -> dict[str, str]:
+        return _redacted(self.java_properties)
 
 
 @dataclass(frozen=True)
@@ -106,9 +115,12 @@ class RunConfig:
     # One job per consumer (apply.lease): the lease a running job renews every quarter of
     # this; a job killed without releasing it blocks the next run for at most this long.
     lease_seconds: float = 60.0
+    # Where messages are read and decoded (ENGINES); the guarantees are the same.
+    engine: str = "driver"
 
     def __post_init__(self) -> None:
         require_choice("run.mode", self.mode, RUN_MODES)
+        require_choice("run.engine", self.engine, ENGINES)
         require_positive("run.batch_max_messages", self.batch_max_messages)
         require_positive("run.batch_max_seconds", self.batch_max_seconds)
         require_positive("run.idle_timeout_seconds", self.idle_timeout_seconds)
@@ -203,7 +215,8 @@ class Config:
     def describe(self) -> dict[str, Any]:
         """The effective configuration with secrets redacted, for the start-up log."""
         described = {
-            "kafka": {**dataclasses.asdict(self.kafka), "properties": self.kafka.redacted_properties()},
+            "kafka": {**dataclasses.asdict(self.kafka), "properties": self.kafka.redacted_properties(),
+                      "java_properties": self.kafka.redacted_java_properties()},
             "target": dataclasses.asdict(self.target),
             "protocol": self.protocol.settings(),
             "run": dataclasses.asdict(self.run),

@@ -210,13 +210,26 @@ class KafkaSource:
 
         Also notes each partition's end offset now: what "until idle" drains.
         """
+        partitions = self.plan(resume)
+        self._consumer.assign([KafkaPartition(tp.topic, tp.partition, start) for tp, start in self._next.items()])
+        log.info(
+            "reading %s from %s",
+            ", ".join(str(tp) for tp in self._next),
+            {str(tp): o for tp, o in self._next.items()},
+        )
+        return partitions
+
+    def plan(self, resume: Mapping[TopicPartition, int] | None = None) -> dict[str, list[int]]:
+        """Where reading starts (as `open`) and each partition's end offset now, without reading anything.
+
+        For the Spark engine, whose messages Spark's Kafka source reads (`advance` says how far).
+        """
         partitions = self.partitions()
         tps = [KafkaPartition(t, p) for t, ids in partitions.items() for p in ids]
         committed = {
             TopicPartition(c.topic, c.partition): c.offset
             for c in self._retrying("read the group's committed offsets", lambda: self._consumer.committed(tps, timeout=_METADATA_TIMEOUT))
         }
-        assignment = []
         for tp in tps:
             key = TopicPartition(tp.topic, tp.partition)
             low, high = self._offset_range(key)
@@ -226,16 +239,19 @@ class KafkaSource:
                 start = committed[key]
             if start is None:
                 start = low if self._config.start_from == "earliest" else high
-            start = max(start, low)  # retention may have removed what we would resume from
-            self._next[key] = start
-            assignment.append(KafkaPartition(tp.topic, tp.partition, start))
-        self._consumer.assign(assignment)
-        log.info(
-            "reading %s from %s",
-            ", ".join(str(tp) for tp in self._next),
-            {str(tp): o for tp, o in self._next.items()},
-        )
+            self._next[key] = max(start, low)  # retention may have removed what we would resume from
         return partitions
+
+    def refresh_end_offsets(self) -> dict[TopicPartition, int]:
+        """Ask the brokers for every planned partition's end offset now (the Spark engine, continuous mode)."""
+        for tp in self._next:
+            self._end[tp] = self._offset_range(tp)[1]
+        return dict(self._end)
+
+    def advance(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Note that messages before these offsets were read elsewhere (Spark's Kafka source)."""
+        for tp, offset in offsets.items():
+            self._next[tp] = max(self._next.get(tp, 0), offset)
 
     def poll(self, max_messages: int, timeout: float) -> list[RawMessage]:
         out = []

@@ -162,8 +162,17 @@ class Pipeline:
         times = PhaseTimes()
         writer = DeltaWriter(sql, locator, times, table_features=config.target.table_features)
         run = config.run
-        return cls(
+        engine = cls
+        extra = {}
+        if run.engine == "spark":
+            from apply.staging import StagingTable
+            from jobs.spark_pipeline import SparkPipeline
+
+            engine = SparkPipeline
+            extra = {"spark": sql.spark, "staging": StagingTable(sql, locator, config.kafka.group_id, decoder.ordering)}
+        return engine(
             config,
+            **extra,
             source=KafkaSource(config.kafka),
             decoder=decoder,
             applier=Applier(
@@ -234,7 +243,7 @@ class Pipeline:
             # nor is a broker that does not answer (the source raises once that lasts too long).
             if messages or self._source.waiting_for_broker():
                 last_message_at = time.monotonic()
-            if until_idle and self._source.caught_up():
+            if until_idle and self._caught_up():
                 break
             if until_idle and time.monotonic() - last_message_at > self._config.run.idle_timeout_seconds:
                 log.warning(
@@ -243,7 +252,7 @@ class Pipeline:
                 )
                 break
         self._metrics.flush()  # (again in `run` for a run that fails: nothing waiting is lost either way)
-        result.waiting = len(self._gate) + len(self._decoder.parked())
+        result.waiting = self._pending_count()
         result.phases = self._times.snapshot()
         log.info("time per phase: %s", self._times.describe())
         if result.waiting:
@@ -252,6 +261,14 @@ class Pipeline:
                 result.waiting,
             )
         return result
+
+    def _caught_up(self) -> bool:
+        """True once every partition was read up to its end offset noted at start."""
+        return self._source.caught_up()
+
+    def _pending_count(self) -> int:
+        """Events waiting for a watermark or for their structure."""
+        return len(self._gate) + len(self._decoder.parked())
 
     def _collect(self, until_idle: bool) -> list:
         run = self._config.run
@@ -314,7 +331,7 @@ class Pipeline:
                 summary.schema_changes,
                 summary.skipped_replays,
                 len(errors),
-                len(self._gate) + len(self._decoder.parked()),
+                self._pending_count(),
                 self._gate.watermarks(),
             )
         return summary, len(errors)
@@ -351,7 +368,7 @@ class Pipeline:
             ddl=summary.schema_changes,
             dead_letters=dead_letters,
             replays_skipped=summary.skipped_replays,
-            waiting=len(self._gate) + len(self._decoder.parked()),
+            waiting=self._pending_count(),
             applied_ts=self._applied_ts,
             commit_ts_lag_ms=commit_ts_lag_ms(self._applied_ts, now),
             offsets=committed,

@@ -72,6 +72,9 @@ logger.plans.level = error
 _LOCAL_JVM_OPTIONS = "-XX:+UseG1GC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20 -XX:G1PeriodicGCInterval=5000"
 
 
+KAFKA_SOURCE_VERSION_ENV = "TICDC_DELTA_KAFKA_SOURCE_VERSION"
+
+
 def _versions() -> tuple[str, str, str]:
     """(Spark's major.minor, its Scala binary version, delta-spark's version) as installed."""
     import pyspark
@@ -104,10 +107,15 @@ def _under_existing_runtime() -> bool:
 
 
 def kafka_source_package() -> str:
-    """Spark's own Kafka source for the installed pyspark (the benchmark's hand-written baseline)."""
+    """Spark's own Kafka source for the installed pyspark (the Spark engine; the benchmark's baseline).
+
+    Its version is pyspark's unless `TICDC_DELTA_KAFKA_SOURCE_VERSION` names another release of the
+    same line (patch releases keep the source's interfaces), for a repository that lacks the exact one.
+    """
     import pyspark
 
-    return f"org.apache.spark:spark-sql-kafka-0-10_{_versions()[1]}:{pyspark.__version__}"
+    version = os.environ.get(KAFKA_SOURCE_VERSION_ENV) or pyspark.__version__
+    return f"org.apache.spark:spark-sql-kafka-0-10_{_versions()[1]}:{version}"
 
 
 def _ivy_home(packages: Sequence[str]) -> Path:

@@ -95,6 +95,13 @@ class RegistryUnavailableError(RegistryError):
     """The schema registry could not be reached, or kept failing, for longer than allowed."""
 
 
+class SchemaNotShipped(MaterializerError):
+    """An executor's decoder met a schema id the driver has not fetched for it: the driver decodes that message.
+
+    Not bad input (the decoder boundary lets it through): the driver's own decoder fetches the schema.
+    """
+
+
 class AuthenticationError(MaterializerError):
     """Kafka or the schema registry refused the job's credentials (exit status 7): retrying cannot help.
 

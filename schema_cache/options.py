@@ -62,6 +62,17 @@ class ProtocolOptions:
     def create_decoder(self, types: TypeOptions) -> Decoder:
         raise NotImplementedError
 
+    def create_worker_decoder(self, types: TypeOptions, state: bytes, shipped: bytes) -> Decoder:
+        """A decoder for an executor of the Spark engine: the driver's `state`, and what it `shipped`
+        (`worker_payload`). It must call no service: what it lacks, it raises SchemaNotShipped for."""
+        decoder = self.create_decoder(types)
+        decoder.restore(state)
+        return decoder
+
+    def worker_payload(self, decoder: Decoder) -> bytes:
+        """What executors need from the driver's decoder besides its state (avro: the schemas it fetched)."""
+        return b""
+
     def check_credentials(self) -> None:
         """Raise AuthenticationError if a service the decoder will call refuses the configured credentials.
 

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from testbed.spark_packages import use_resolvable_kafka_source
+
 # Downloads (broker jars, Delta jars) are cached in the checkout unless told otherwise.
 os.environ.setdefault("TICDC_DELTA_CACHE", str(Path(__file__).resolve().parent.parent / ".cache"))
+use_resolvable_kafka_source()  # (testbed.spark_packages: the exact release is not on Maven Central here)
 
 
 # Fixtures that start a JVM (Spark, the Kafka broker): a test using one is end to end,
@@ -31,8 +34,9 @@ _DEFAULT_REASON = (
 
 def _pair_of(item) -> tuple[str, str]:
     """Which pair runs an end-to-end test when both run ("both", "newest" or "oldest"), and why."""
-    # The closest marker decides: a test's own over its module's.
-    for marker in item.iter_markers():
+    # The closest marker decides: a parameter's (the Spark engine's variant) over its test's over its module's.
+    callspec = getattr(item, "callspec", None)
+    for marker in [*(callspec.marks if callspec else ()), *item.iter_markers()]:
         if marker.name == "both_pairs":
             return "both", ""
         if marker.name == "one_pair":
@@ -95,8 +99,9 @@ _OWN_TABLES_READ: dict[str, int] = {}
 def _worth_reading(table: Path) -> bool:
     if table.parent.name != "_ticdc":
         return True
-    read = _OWN_TABLES_READ.get(table.name, 0)
-    _OWN_TABLES_READ[table.name] = read + 1
+    kind = "staging" if table.name.startswith("staging_") else table.name  # one per consumer, one schema
+    read = _OWN_TABLES_READ.get(kind, 0)
+    _OWN_TABLES_READ[kind] = read + 1
     return read < _OWN_TABLE_READS_PER_KIND
 
 
@@ -156,7 +161,7 @@ def kafka(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from jobs.session import get_spark
+    from jobs.session import get_spark, kafka_source_package
 
     session = get_spark(
         "local[2]",
@@ -166,6 +171,8 @@ def spark(tmp_path_factory):
             # Catalog-mode tests create managed tables: keep them out of the checkout.
             "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
         },
+        # Spark's Kafka source: the Spark engine's tests read with it.
+        packages=[kafka_source_package()],
     )
     yield session
     session.stop()
@@ -177,6 +184,23 @@ def sql(spark):
     from apply.sql_session import SqlSession
 
     return SqlSession(spark)
+
+
+# The Spark engine's variants run on the oldest pair when both run: its newest-pair side already runs
+# most unmarked end-to-end tests, and the engine's Spark statements are the same on both.
+SPARK_ENGINE = pytest.param(
+    "spark",
+    marks=pytest.mark.one_pair(
+        "the Spark engine's variant: its Python is the same on both pairs; the benchmark runs it on the newest",
+        pair="oldest",
+    ),
+)
+
+
+@pytest.fixture(params=["driver", SPARK_ENGINE])
+def engine(request):
+    """The run engine (`run.engine`) of a test run against both: the driver's and the Spark engine."""
+    return request.param
 
 
 @pytest.fixture

@@ -31,20 +31,28 @@ def publish(kafka, topic: str, messages: Iterable[Message], partitions: int = 3)
     return sent
 
 
-def job_config(kafka, topic: str | list[str], target: str, group: str, **sections):
+def job_config(kafka, topic: str | list[str], target: str, group: str, *, engine: str = "driver", **sections):
     topics = [topic] if isinstance(topic, str) else list(topic)
     values = {
         "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topics": topics, "group_id": group},
         "target": {"path": target},
-        "run": {"mode": "until-idle", "batch_max_seconds": 2.0, "idle_timeout_seconds": 15.0},
+        "run": {"mode": "until-idle", "batch_max_seconds": 2.0, "idle_timeout_seconds": 15.0, "engine": engine},
     }
     for name, section in sections.items():
         values[name] = {**values.get(name, {}), **section}
     return config_module.from_mapping(values)
 
 
-def run_job(spark, kafka, topic: str | list[str], target: str, group: str, **sections) -> RunResult:
-    return Pipeline.from_config(job_config(kafka, topic, target, group, **sections), spark).run()
+def run_job(spark, kafka, topic: str | list[str], target: str, group: str, *, engine: str = "driver", **sections) -> RunResult:
+    return Pipeline.from_config(job_config(kafka, topic, target, group, engine=engine, **sections), spark).run()
+
+
+def staged_rows(spark, target: str, group: str) -> int:
+    """Row changes and schema changes waiting in the Spark engine's staging table of consumer `group`."""
+    from apply.identifiers import catalog_name
+
+    frame = spark.read.format("delta").load(f"{target}/_ticdc/staging_{catalog_name(group)}")
+    return frame.where("kind IN ('row', 'ddl')").count()
 
 
 def table_frame(spark, target: str, database: str, table: str):

@@ -99,6 +99,13 @@ class TiCDCAvroDecoder(SelfDescribing):
     # Nothing is ever parked (every message names its schema), but the table
     # each topic carries and each table's newest schema ids are saved.
 
+    def fetched_schemas(self) -> bytes:
+        """The registry schemas this decoder fetched, for executors of the Spark engine (`ShippedSchemas`)."""
+        from schema_cache.ticdc_avro.registry import ShippedSchemas
+
+        fetched = getattr(self._registry, "fetched", None)
+        return ShippedSchemas.to_bytes(fetched() if fetched is not None else {})
+
     def state(self) -> bytes:
         return json.dumps(
             {

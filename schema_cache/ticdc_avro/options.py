@@ -105,6 +105,17 @@ class AvroOptions(ProtocolOptions):
 
         return TiCDCAvroDecoder(self, types, SchemaRegistry(self.registry))
 
+    def create_worker_decoder(self, types: TypeOptions, state: bytes, shipped: bytes) -> Decoder:
+        from schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
+        from schema_cache.ticdc_avro.registry import ShippedSchemas
+
+        decoder = TiCDCAvroDecoder(self, types, ShippedSchemas.from_bytes(shipped))
+        decoder.restore(state)
+        return decoder
+
+    def worker_payload(self, decoder: Decoder) -> bytes:
+        return decoder.fetched_schemas()
+
     def check_credentials(self) -> None:
         from schema_cache.ticdc_avro.registry import SchemaRegistry
 

@@ -28,6 +28,7 @@ from schema_cache.exceptions import (
     RegistryError,
     RegistryUnavailableError,
     SchemaIdNotFoundError,
+    SchemaNotShipped,
 )
 from schema_cache.ticdc_avro.options import RegistryOptions
 
@@ -61,6 +62,11 @@ class SchemaRegistry:
             if cached is None:
                 cached = self._schemas[schema_id] = json.loads(self._fetch(schema_id))
             return cached
+
+    def fetched(self) -> dict[int, dict]:
+        """Every schema fetched so far, by id."""
+        with self._lock:
+            return dict(self._schemas)
 
     def check_credentials(self) -> None:
         """RegistryAuthenticationError if the registry answers 401 to a request made with the job's credentials.
@@ -114,3 +120,27 @@ class SchemaRegistry:
         """The registry's URL(s) without the user:password each may carry (a comma-separated list is confluent-kafka's failover form)."""
         parts = (urlparse(part.strip()) for part in self._options.url.split(","))
         return ",".join(url._replace(netloc=url.netloc.rsplit("@", 1)[-1]).geturl() for url in parts)
+
+
+class ShippedSchemas:
+    """The schemas the driver fetched, on an executor of the Spark engine: no registry is called there.
+
+    An id the driver has not fetched raises SchemaNotShipped: the driver decodes that message itself.
+    """
+
+    def __init__(self, schemas: dict[int, dict]) -> None:
+        self._schemas = schemas
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ShippedSchemas:
+        return cls({int(k): v for k, v in json.loads(data or b"{}").items()})
+
+    @staticmethod
+    def to_bytes(schemas: dict[int, dict]) -> bytes:
+        return json.dumps({str(k): v for k, v in schemas.items()}).encode()
+
+    def schema(self, schema_id: int) -> dict:
+        try:
+            return self._schemas[schema_id]
+        except KeyError:
+            raise SchemaNotShipped(f"schema id {schema_id} was not fetched by the driver") from None

@@ -26,7 +26,7 @@ def avro_feed(registry, unique: str, extension: bool, seed: int = 21, changes: i
     return demo_changefeed(seed=seed, changes=changes, avro_writer=writer, topic_prefix=f"t{unique}")
 
 
-def avro_run(spark, kafka, registry, feed, target, group, extension: bool):
+def avro_run(spark, kafka, registry, feed, target, group, extension: bool, engine: str = "driver"):
     return run_job(
         spark,
         kafka,
@@ -35,11 +35,12 @@ def avro_run(spark, kafka, registry, feed, target, group, extension: bool):
         group,
         protocol={"name": "avro", "enable_tidb_extension": extension, "timestamp_zone": "Asia/Tokyo"},
         registry={"url": registry.url},
+        engine=engine,
     )
 
 
 @pytest.mark.parametrize("extension", [False, True], ids=["plain", "tidb-extension"])
-def test_avro_stream_into_delta_and_replay(spark, kafka, apicurio, tmp_path, unique, extension):
+def test_avro_stream_into_delta_and_replay(spark, kafka, apicurio, tmp_path, unique, extension, engine):
     # Setup: the demo stream as TiCDC's avro protocol: a topic per table, tombstone deletes,
     # key changes as tombstone + insert, a column added mid-stream (a new schema id).
     # Expect: tables equal upstream; a replay under a new group changes no table.
@@ -48,14 +49,14 @@ def test_avro_stream_into_delta_and_replay(spark, kafka, apicurio, tmp_path, uni
     publish(kafka, "unused", feed.messages)
     target = str(tmp_path)
 
-    result = avro_run(spark, kafka, apicurio, feed, target, f"g-{unique}", extension)
+    result = avro_run(spark, kafka, apicurio, feed, target, f"g-{unique}", extension, engine)
 
     assert result.schema_changes >= 3  # first sight of both tables, then ADD COLUMN
     assert_table(spark, target, feed, "shop", "customers", CUSTOMERS)
     assert_table(spark, target, feed, "shop", "orders", ORDERS)
 
     versions = {t: table_version(spark, target, "shop", t) for t in ("customers", "orders")}
-    replay = avro_run(spark, kafka, apicurio, feed, target, f"replay-{unique}", extension)
+    replay = avro_run(spark, kafka, apicurio, feed, target, f"replay-{unique}", extension, engine)
     assert replay.rows_applied == 0 and replay.replays_skipped > 0
     assert {t: table_version(spark, target, "shop", t) for t in ("customers", "orders")} == versions
 

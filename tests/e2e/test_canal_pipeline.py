@@ -55,14 +55,14 @@ def test_canal_stream_into_delta(spark, kafka, tmp_path, unique, compression):
     assert {t: table_version(spark, target, "shop", t) for t in DEMO_TABLES} == versions
 
 
-def test_canal_ddl_evolution(spark, kafka, tmp_path, unique):
+def test_canal_ddl_evolution(spark, kafka, tmp_path, unique, engine):
     # DDL carries only its statement: structures come from the rows after each DDL (columns
     # dropped, added, widened); the statement tells renames. Defaults are not carried.
     feed = ddl_evolution(items_feed(canal_writer=CanalJsonWriter(content_compatible=True)), carries_defaults=False)
     topic, target = f"canalddl-{unique}", str(tmp_path)
     publish(kafka, topic, feed.messages)
 
-    run_job(spark, kafka, topic, target, f"g-{unique}", protocol={**CANAL, "timestamp_zone": "UTC"})
+    run_job(spark, kafka, topic, target, f"g-{unique}", protocol={**CANAL, "timestamp_zone": "UTC"}, engine=engine)
 
     for (database, table), ddl in DDL_EVOLUTION_TABLES.items():
         assert_table(spark, target, feed, database, table, ddl)

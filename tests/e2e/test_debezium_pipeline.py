@@ -67,14 +67,14 @@ def test_debezium_and_simple_give_the_same_tables(spark, kafka, tmp_path, unique
         )
 
 
-def test_debezium_ddl_evolution(spark, kafka, tmp_path, unique):
+def test_debezium_ddl_evolution(spark, kafka, tmp_path, unique, engine):
     # ADD/DROP/RENAME/MODIFY COLUMN, RENAME TABLE (id old,new), TRUNCATE (no tableChanges),
     # DROP TABLE (table null), re-create: all from tableChanges, never from the DDL text.
     feed = ddl_evolution(items_feed(debezium_writer=DebeziumWriter()))
     topic, target = f"dbzddl-{unique}", str(tmp_path)
     publish(kafka, topic, feed.messages)
 
-    run_job(spark, kafka, topic, target, f"g-{unique}", protocol={"name": "debezium", "enable_tidb_extension": True})
+    run_job(spark, kafka, topic, target, f"g-{unique}", protocol={"name": "debezium", "enable_tidb_extension": True}, engine=engine)
 
     for (database, table), ddl in DDL_EVOLUTION_TABLES.items():
         assert_table(spark, target, feed, database, table, ddl)

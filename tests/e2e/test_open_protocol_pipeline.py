@@ -74,12 +74,12 @@ def test_open_protocol_stream_into_delta(spark, kafka, tmp_path, unique, compres
     assert {t: table_version(spark, target, "shop", t) for t in DEMO_TABLES} == versions
 
 
-def test_open_protocol_ddl_evolution(spark, kafka, tmp_path, unique):
+def test_open_protocol_ddl_evolution(spark, kafka, tmp_path, unique, engine):
     feed = ddl_evolution(items_feed(open_writer=OpenProtocolWriter()), carries_defaults=False)
     topic, target = f"openddl-{unique}", str(tmp_path)
     publish(kafka, topic, feed.messages)
 
-    run_job(spark, kafka, topic, target, f"g-{unique}", protocol={"name": "open-protocol"})
+    run_job(spark, kafka, topic, target, f"g-{unique}", protocol={"name": "open-protocol"}, engine=engine)
 
     for (database, table), ddl in DDL_TABLES.items():
         assert_table(spark, target, feed, database, table, ddl, rows=as_open_protocol_carries(feed, database, table))

@@ -10,7 +10,7 @@ import pytest
 from schema_cache.exceptions import DecodeError
 from testbed.demo import demo_changefeed
 from testbed.tables import column
-from tests.support import assert_table, publish, run_job, table_frame, table_version
+from tests.support import assert_table, publish, run_job, staged_rows, table_frame, table_version
 from tests.workloads import DDL_EVOLUTION_TABLES, DEMO_TABLE_DDLS, ITEMS_DDL, ddl_evolution, item, items_feed
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +39,7 @@ def test_inserts_updates_deletes_across_three_partitions(spark, kafka, tmp_path,
     assert result.waiting == 0 and result.dead_letters == 0
 
 
-def test_partitions_out_of_commit_order_wait_for_every_watermark(spark, kafka, tmp_path, unique):
+def test_partitions_out_of_commit_order_wait_for_every_watermark(spark, kafka, tmp_path, unique, engine):
     # Setup: partitions 1 and 2 carry the whole stream; partition 0 only its first half.
     # Expect: the first run applies exactly the first half (partition 0's watermark holds
     # the rest back); after partition 0's second half arrives, everything.
@@ -57,13 +57,17 @@ def test_partitions_out_of_commit_order_wait_for_every_watermark(spark, kafka, t
     topic, target = f"ooo-{unique}", str(tmp_path)
     publish(kafka, topic, early)
 
-    first = run_job(spark, kafka, topic, target, f"g-{unique}")
+    first = run_job(spark, kafka, topic, target, f"g-{unique}", engine=engine)
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL, rows=first_half)
     assert first.waiting > 0  # the updates from partitions 1 and 2 wait for partition 0
+    if engine == "spark":  # ... in the staging table, not in the job's memory
+        assert staged_rows(spark, target, f"g-{unique}") == first.waiting
 
     publish(kafka, topic, late)
-    run_job(spark, kafka, topic, target, f"g-{unique}")
+    run_job(spark, kafka, topic, target, f"g-{unique}", engine=engine)
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
+    if engine == "spark":
+        assert staged_rows(spark, target, f"g-{unique}") == 0
 
 
 def test_a_lagging_partition_spills_to_disk_and_the_tables_come_out_exact(spark, kafka, tmp_path, unique, caplog):
@@ -100,7 +104,7 @@ def test_a_lagging_partition_spills_to_disk_and_the_tables_come_out_exact(spark,
 
 @pytest.mark.both_pairs("the MERGE, DDL, checkpoint and replay statements of a whole run, on each Spark/Delta pair")
 @pytest.mark.parametrize("split", [True, False], ids=["delete+insert", "one-update"])
-def test_primary_key_changing_update(spark, kafka, tmp_path, unique, split):
+def test_primary_key_changing_update(spark, kafka, tmp_path, unique, split, engine):
     # Setup: rows 1..6, then keys change 1->101 and 2->3 after 3->103 (a chain in
     # one transaction), delivered split (TiCDC's default) or as one UPDATE.
     # Expect: old keys gone, new keys with their values, untouched rows intact.
@@ -114,7 +118,7 @@ def test_primary_key_changing_update(spark, kafka, tmp_path, unique, split):
         txn.update("shop", "items", [2], {"id": 3, "price": Decimal("7.77")})
     publish(kafka, f"pk-{unique}", feed.messages)
 
-    run_job(spark, kafka, f"pk-{unique}", str(tmp_path), f"g-{unique}")
+    run_job(spark, kafka, f"pk-{unique}", str(tmp_path), f"g-{unique}", engine=engine)
 
     assert_table(spark, str(tmp_path), feed, "shop", "items", ITEMS_DDL)
     ids = sorted(r["id"] for r in table_frame(spark, str(tmp_path), "shop", "items").collect())
@@ -142,7 +146,7 @@ def test_add_column_mid_stream(spark, kafka, tmp_path, unique):
     assert stock[0] == 5 and stock[1] is None and stock[12] == 120
 
 
-def test_rows_before_their_bootstrap_wait_and_then_apply(spark, kafka, tmp_path, unique):
+def test_rows_before_their_bootstrap_wait_and_then_apply(spark, kafka, tmp_path, unique, engine):
     # Setup: a consumer starting mid-stream: the topic holds rows (and watermarks)
     # but no CREATE and no BOOTSTRAP; later TiCDC's periodic BOOTSTRAP arrives.
     # Expect: first run applies nothing and commits nothing past the rows; after the
@@ -157,19 +161,19 @@ def test_rows_before_their_bootstrap_wait_and_then_apply(spark, kafka, tmp_path,
     topic, target = f"boot-{unique}", str(tmp_path)
     publish(kafka, topic, mid_stream)
 
-    first = run_job(spark, kafka, topic, target, f"g-{unique}", run={"idle_timeout_seconds": 5.0})
+    first = run_job(spark, kafka, topic, target, f"g-{unique}", run={"idle_timeout_seconds": 5.0}, engine=engine)
     assert first.rows_applied == 0 and first.waiting == 13
 
     feed.messages.clear()
     feed.bootstrap("shop", "items")
     feed.watermark()
     publish(kafka, topic, feed.messages)
-    second = run_job(spark, kafka, topic, target, f"g-{unique}")
+    second = run_job(spark, kafka, topic, target, f"g-{unique}", engine=engine)
     assert second.rows_applied == 13
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
 
 
-def test_rows_waiting_for_their_schema_are_not_taken_for_replays_once_it_arrives(spark, kafka, tmp_path, unique):
+def test_rows_waiting_for_their_schema_are_not_taken_for_replays_once_it_arrives(spark, kafka, tmp_path, unique, engine):
     # Setup: rows of the table's first structure, then ADD COLUMN and rows of the new one, and a watermark
     # past all of them; the ADD COLUMN's DDL messages are missing, so the newer rows wait for their schema
     # while the older ones are applied. Then TiCDC's periodic BOOTSTRAP brings the new structure.
@@ -189,14 +193,14 @@ def test_rows_waiting_for_their_schema_are_not_taken_for_replays_once_it_arrives
     topic, target = f"held-{unique}", str(tmp_path)
     publish(kafka, topic, feed.messages)
 
-    first = run_job(spark, kafka, topic, target, f"g-{unique}", run={"idle_timeout_seconds": 5.0})
+    first = run_job(spark, kafka, topic, target, f"g-{unique}", run={"idle_timeout_seconds": 5.0}, engine=engine)
     assert first.rows_applied == 10 and first.waiting == 6
 
     feed.messages.clear()
     feed.bootstrap("shop", "items")
     feed.watermark()
     publish(kafka, topic, feed.messages)
-    second = run_job(spark, kafka, topic, target, f"g-{unique}")
+    second = run_job(spark, kafka, topic, target, f"g-{unique}", engine=engine)
     assert second.rows_applied == 6 and second.replays_skipped == 0
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL + ", stock INT")
 
@@ -257,7 +261,7 @@ def test_replaying_the_whole_topic_with_a_new_group_changes_nothing(spark, kafka
                  "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING")
 
 
-def test_bad_message_fails_the_job_naming_its_position(spark, kafka, tmp_path, unique):
+def test_bad_message_fails_the_job_naming_its_position(spark, kafka, tmp_path, unique, engine):
     # Setup: a valid stream with one undecodable message on partition 1.
     # Expect: the fail policy raises DecodeError naming topic, partition and offset;
     # the dead-letter policy then records it and applies everything else.
@@ -274,11 +278,11 @@ def test_bad_message_fails_the_job_naming_its_position(spark, kafka, tmp_path, u
     bad_offset = sum(1 for m in feed.messages[:4] if m.partition == 1)
 
     with pytest.raises(DecodeError) as failure:
-        run_job(spark, kafka, topic, target, group)
+        run_job(spark, kafka, topic, target, group, engine=engine)
     assert f"{topic} partition 1 offset {bad_offset}" in str(failure.value)
     assert "not JSON" in failure.value.reason
 
-    result = run_job(spark, kafka, topic, target, group, policy={"on_bad_message": "dead-letter"})
+    result = run_job(spark, kafka, topic, target, group, policy={"on_bad_message": "dead-letter"}, engine=engine)
     assert result.dead_letters == 1
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
     (letter,) = spark.table(f"delta.`{target}/_ticdc/dead_letters`").collect()
@@ -287,14 +291,14 @@ def test_bad_message_fails_the_job_naming_its_position(spark, kafka, tmp_path, u
     assert letter["error_type"] == "DecodeError"
 
 
-def test_avro_encoding_end_to_end(spark, kafka, tmp_path, unique):
+def test_avro_encoding_end_to_end(spark, kafka, tmp_path, unique, engine):
     # Setup: the demo stream in Simple's Avro encoding, TIMESTAMPs sent in a non-UTC zone.
     # Expect: the same tables as the upstream model.
     feed = demo_changefeed(seed=13, changes=150, encoding="avro", location="America/Sao_Paulo")
     topic, target = f"avro-{unique}", str(tmp_path)
     publish(kafka, topic, feed.messages)
 
-    run_job(spark, kafka, topic, target, f"g-{unique}", protocol={"encoding": "avro"})
+    run_job(spark, kafka, topic, target, f"g-{unique}", protocol={"encoding": "avro"}, engine=engine)
 
     assert_table(spark, target, feed, "shop", "customers",
                  "id INT, name STRING, balance DECIMAL(12,2), signed_up TIMESTAMP, tier STRING")
@@ -303,7 +307,7 @@ def test_avro_encoding_end_to_end(spark, kafka, tmp_path, unique):
 
 
 @pytest.mark.both_pairs("the MERGE, DDL, checkpoint and replay statements of a whole run, on each Spark/Delta pair")
-def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique):
+def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine):
     # Setup: through Kafka, one table goes through ADD COLUMN with and without default,
     # DROP COLUMN, RENAME COLUMN, MODIFY COLUMN (int -> bigint), RENAME TABLE; a second
     # table is truncated; a third dropped and re-created; rows before and after each.
@@ -312,7 +316,7 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique):
     topic, target = f"ddl-{unique}", str(tmp_path)
     publish(kafka, topic, feed.messages)
 
-    run_job(spark, kafka, topic, target, f"g-{unique}")
+    run_job(spark, kafka, topic, target, f"g-{unique}", engine=engine)
 
     for (database, table), ddl in DDL_EVOLUTION_TABLES.items():
         assert_table(spark, target, feed, database, table, ddl)
@@ -324,7 +328,7 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique):
     # resurrect the renamed-away or dropped ones.
     tables = [("archive", "items_2025"), ("shop", "logs"), ("shop", "tmp")]
     versions = {t: table_version(spark, target, *t) for t in tables}
-    replay = run_job(spark, kafka, topic, target, f"replay-{unique}")
+    replay = run_job(spark, kafka, topic, target, f"replay-{unique}", engine=engine)
     assert replay.rows_applied == 0 and replay.schema_changes == 0
     assert {t: table_version(spark, target, *t) for t in tables} == versions
     assert not (tmp_path / "shop" / "items").exists()

@@ -1,0 +1,440 @@
+"""The Spark engine's staging table: decoded events waiting for their watermark, durable in Delta.
+
+One table per consumer among the product's own (`staging_<group>`), holding records in
+`schema_cache.staged_decoding.STAGED_FIELDS` form:
+
+- `row`: a row change (its images as bytes, its structure by `schema_ref`), until applied;
+- `ddl`: a schema change (its event as bytes in `value`), until applied;
+- `schema`: a table structure rows name (bytes in `value`); kept while rows may name it;
+- `message`: a message the executors handed back, until the driver has decoded it.
+
+Staging a batch replaces whatever an earlier try staged from the same offsets on (Delta's
+`replaceWhere`, one commit), so a batch read again after a crash or from a held-back offset never
+stages an event twice. What a release takes is found and removed by position, with the values
+inside DataFrames: no upstream name is pasted into SQL.
+
+Releases: everything of a topic at or below its watermark (commitTs ordering; all of it for
+offset ordering), except a table's events from a held commitTs on (a message waiting for its
+structure). Released events are grouped into runs: per table, in the protocol's order
+(commitTs, partition, offset, index in the message; offset ordering without the commitTs), the
+longest stretches of one structure, a schema change being a run of its own. Each run of rows
+becomes one MERGE source of net changes per key (`net_changes`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from apply.identifiers import catalog_name
+from apply.internal_tables import ensure_internal_table
+from apply.locator import TableLocator
+from apply.sql_session import SqlSession
+from schema_cache.events import Ordering, RawMessage, SchemaChange, TableName, TableSchema, TopicPartition
+from schema_cache.exceptions import ApplyError
+from schema_cache.serialized import dump_event, dump_row, load_event, load_row, schema_ref
+from schema_cache.staged_decoding import MESSAGE, ROW, SCHEMA, STAGED_FIELDS
+
+DDL = "ddl"
+_COLUMNS = ", ".join(f"`{name}` {kind}" for name, _, kind in STAGED_FIELDS)
+_NAMES = [name for name, _, _ in STAGED_FIELDS]
+# Kafka topic names: ASCII letters, digits, '.', '_' and '-' (Kafka refuses others), so they may be
+# written into a replaceWhere predicate; anything else is refused before it could be.
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_OPS = ("INSERT", "UPDATE", "DELETE", "UPSERT")
+
+
+def _order_columns(ordering: Ordering) -> list[str]:
+    """A table's events in the protocol's order (a key's changes all come from one partition under offset order)."""
+    if ordering is Ordering.COMMIT_TS:
+        return ["commit_ts", "partition", "offset", "seq"]
+    return ["partition", "offset", "seq"]
+
+
+@dataclass(frozen=True)
+class StagedRun:
+    """A stretch of one table's released row changes with one structure: one MERGE.
+
+    `first`/`last` bound it in the protocol's order (`_order_columns` values); `offsets` is the next
+    offset after its newest row per partition; `commit_ts` its newest commitTs.
+    """
+
+    table: TableName
+    topic: str
+    schema: TableSchema
+    ref: str
+    first: tuple
+    last: tuple
+    commit_ts: int
+    min_commit_ts: int
+    rows: int
+    ops: Mapping[str, int]
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    staging: StagingTable | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def has_upserts(self) -> bool:
+        return any(self.ops.get(op) for op in ("INSERT", "UPDATE", "UPSERT"))
+
+    def net_changes(self, keep: Sequence[int], after: Mapping | None) -> DataFrame:
+        """The MERGE source of this run (`StagingTable.net_changes`)."""
+        return self.staging.net_changes(self, self.schema, keep, after)
+
+
+@dataclass(frozen=True)
+class Release:
+    """The events of a release in order: StagedRun and SchemaChange; and how many rows stay staged."""
+
+    events: list
+    waiting: int
+
+
+def _literal_topic(topic: str) -> str:
+    if not _TOPIC.fullmatch(topic):
+        raise ApplyError(f"topic name {topic!r} is not a Kafka topic name")
+    return f"'{topic}'"
+
+
+class StagingTable:
+    def __init__(self, sql: SqlSession, locator: TableLocator, consumer: str, ordering: Ordering) -> None:
+        self._sql = sql
+        self._name = locator.internal_sql_name(f"staging_{catalog_name(consumer)}")
+        self._locator = locator
+        self._table = f"staging_{catalog_name(consumer)}"
+        self._ordering = ordering
+        self._schemas: dict[str, TableSchema] = {}
+        self._created = False
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def ensure(self) -> None:
+        if not self._created:
+            ensure_internal_table(self._sql, self._locator, self._table, _COLUMNS)
+            self._created = True
+
+    def frame(self) -> DataFrame:
+        return self._sql.table(self._name)
+
+    # --- staging a batch ---------------------------------------------------------
+
+    def stage(self, decoded: DataFrame, ranges: Mapping[TopicPartition, tuple[int, int]]) -> None:
+        """Write the batch's decoded records, replacing what was staged from these offsets on (one commit)."""
+        self.ensure()
+        if not ranges:
+            return
+        predicate = " OR ".join(
+            f"(`topic` = {_literal_topic(tp.topic)} AND `partition` = {int(tp.partition)} AND `offset` >= {int(start)})"
+            for tp, (start, _) in sorted(ranges.items())
+        )
+        columns = decoded.select(*_NAMES)
+        target = self._name
+
+        def write() -> None:
+            (columns.write.format("delta").mode("overwrite").option("replaceWhere", predicate)
+             .option("mergeSchema", "false").saveAsTable(target))
+
+        self._sql.run(write, what=f"stage into {self._name}")
+
+    def append(self, events: Iterable) -> int:
+        """Stage events the driver decoded (schema changes, rows released from parking): one commit, if any."""
+        records: list[tuple] = []
+        seqs: dict[tuple, int] = {}
+        refs: set[str] = set()
+        for event in events:
+            seq = seqs.get(event.position, 0)
+            seqs[event.position] = seq + 1
+            records += self._records(event, seq, refs)
+        if records:
+            self.ensure()
+            schema = ", ".join(f"`{name}` {kind}" for name, _, kind in STAGED_FIELDS)
+            with self._sql.view(records, schema) as source:
+                self._sql.run(f"INSERT INTO {self._name} SELECT * FROM {source}", what=f"append to {self._name}")
+        return len(records)
+
+    def _records(self, event, seq: int, refs: set[str]) -> list[tuple]:
+        position = event.position
+        if isinstance(event, SchemaChange):
+            return [(DDL, position.topic, position.partition, position.offset, seq, event.table.database,
+                     event.table.table, event.commit_ts, None, None, None, None, None, dump_event(event))]
+        ref = schema_ref(event.schema)
+        records = []
+        if ref not in refs:
+            refs.add(ref)
+            self._schemas[ref] = event.schema
+            records.append((SCHEMA, position.topic, position.partition, position.offset, -1 - seq, event.table.database,
+                            event.table.table, None, None, ref, None, None, None, dump_event(event.schema)))
+        records.append((ROW, position.topic, position.partition, position.offset, seq, event.table.database,
+                        event.table.table, event.commit_ts, event.op.value, ref, dump_row(event.before),
+                        dump_row(event.after), None, None))
+        return records
+
+    def handed_back(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> list[RawMessage]:
+        """The messages the executors handed back from these ranges, in partition and offset order."""
+        if not ranges:
+            return []
+        rows = (
+            self._in_ranges(self.frame().where(F.col("kind") == MESSAGE), ranges)
+            .select("topic", "partition", "offset", "key", "value")
+            .orderBy("topic", "partition", "offset")
+            .collect()
+        )
+        return [RawMessage(r["topic"], r["partition"], r["offset"], r["key"], r["value"]) for r in rows]
+
+    @staticmethod
+    def _in_ranges(frame: DataFrame, ranges: Mapping[TopicPartition, tuple[int, int]]) -> DataFrame:
+        condition = functools.reduce(
+            lambda a, b: a | b,
+            [
+                (F.col("topic") == F.lit(tp.topic)) & (F.col("partition") == F.lit(tp.partition))
+                & (F.col("offset") >= F.lit(start)) & (F.col("offset") < F.lit(end))
+                for tp, (start, end) in ranges.items()
+            ],
+        )
+        return frame.where(condition)
+
+    # --- releasing ---------------------------------------------------------------------
+
+    def _released(self, limits: Mapping[str, int] | None, holds: Mapping[TableName, int]) -> DataFrame:
+        """Staged rows and schema changes a release takes: at or below their topic's limit, not held."""
+        frame = self.frame().where(F.col("kind").isin(ROW, DDL))
+        if limits is not None:
+            if not limits:
+                return frame.where(F.lit(False))
+            frame = frame.where(
+                functools.reduce(
+                    lambda a, b: a | b,
+                    [(F.col("topic") == F.lit(topic)) & (F.col("commit_ts") <= F.lit(limit)) for topic, limit in limits.items()],
+                )
+            )
+        for table, hold in holds.items():
+            frame = frame.where(
+                ~((F.col("database") == F.lit(table.database)) & (F.col("table") == F.lit(table.table))
+                  & (F.col("commit_ts") >= F.lit(hold)))
+            )
+        return frame
+
+    def release(self, limits: Mapping[str, int] | None, holds: Mapping[TableName, int]) -> Release:
+        """What is complete, as runs and schema changes in order. `limits` None: everything (offset ordering)."""
+        self.ensure()
+        order = _order_columns(self._ordering)
+        released = self._released(limits, holds)
+        tag = F.when(F.col("kind") == DDL, F.concat_ws(":", F.lit(DDL), "topic", "partition", "offset", "seq")).otherwise(
+            F.col("schema_ref")
+        )
+        by_table = Window.partitionBy("database", "table").orderBy(*order)
+        extra = [] if "commit_ts" in order else ["commit_ts"]
+        marked = released.select(*order, *extra, "topic", "kind", "database", "table", "schema_ref", "op", "value",
+                                 tag.alias("tag"))
+        starts = F.when(F.lag("tag").over(by_table).isNull() | (F.lag("tag").over(by_table) != F.col("tag")), 1).otherwise(0)
+        runs = marked.withColumn("started", starts).withColumn(
+            "run", F.sum("started").over(by_table.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        )
+        per_partition = runs.groupBy("database", "table", "run", "topic", "partition").agg(
+            F.first("kind").alias("kind"),
+            F.first("schema_ref").alias("schema_ref"),
+            F.min(F.struct(*order)).alias("first"),
+            F.max(F.struct(*order)).alias("last"),
+            F.max("offset").alias("max_offset"),
+            F.max("commit_ts").alias("max_ts"),
+            F.min("commit_ts").alias("min_ts"),
+            F.count(F.lit(1)).alias("rows"),
+            *[F.sum(F.when(F.col("op") == op, 1).otherwise(0)).alias(op) for op in _OPS],
+            F.first("value").alias("value"),
+        )
+        summary = per_partition.groupBy("database", "table", "run").agg(
+            F.first("kind").alias("kind"),
+            F.first("topic").alias("topic"),
+            F.first("schema_ref").alias("schema_ref"),
+            F.min("first").alias("first"),
+            F.max("last").alias("last"),
+            F.max("max_ts").alias("max_ts"),
+            F.min("min_ts").alias("min_ts"),
+            F.sum("rows").alias("rows"),
+            *[F.sum(op).alias(op) for op in _OPS],
+            F.collect_list(F.struct("topic", "partition", "max_offset")).alias("offsets"),
+            F.first("value").alias("value"),
+        )
+        collected = summary.collect()
+        refs = {r["schema_ref"] for r in collected if r["kind"] == ROW}
+        schemas = self._schema_objects(refs)
+        events = []
+        for r in collected:
+            first, last = tuple(r["first"]), tuple(r["last"])
+            if r["kind"] == DDL:
+                events.append((first, load_event(bytes(r["value"]))))
+                continue
+            table = TableName(r["database"], r["table"])
+            events.append((first, StagedRun(
+                table, r["topic"], schemas[r["schema_ref"]], r["schema_ref"], first, last, int(r["max_ts"] or 0),
+                int(r["min_ts"] or 0), int(r["rows"]), {op: int(r[op] or 0) for op in _OPS},
+                {TopicPartition(o["topic"], o["partition"]): int(o["max_offset"]) + 1 for o in r["offsets"]},
+                self,
+            )))
+        events.sort(key=lambda item: item[0])
+        waiting = self.frame().where(F.col("kind").isin(ROW, DDL)).count() - sum(
+            (e.rows if isinstance(e, StagedRun) else 1) for _, e in events
+        )
+        return Release([e for _, e in events], waiting)
+
+    def _schema_objects(self, refs: set[str]) -> dict[str, TableSchema]:
+        missing = refs - set(self._schemas)
+        if missing:
+            rows = (
+                self.frame().where((F.col("kind") == SCHEMA) & F.col("schema_ref").isin(sorted(missing)))
+                .select("schema_ref", "value").dropDuplicates(["schema_ref"]).collect()
+            )
+            for r in rows:
+                self._schemas[r["schema_ref"]] = load_event(bytes(r["value"]))
+        absent = refs - set(self._schemas)
+        if absent:
+            raise ApplyError(f"staged rows name table structures {sorted(absent)} that {self._name} does not hold")
+        return {ref: self._schemas[ref] for ref in refs}
+
+    def remove(self, release: Release, handled: Mapping[TopicPartition, tuple[int, int]],
+               limits: Mapping[str, int] | None, holds: Mapping[TableName, int]) -> None:
+        """Delete what a release took and the handed-back messages of `handled` ranges: one commit."""
+        taken = self._released(limits, holds) if release.events else None
+        messages = (
+            self._in_ranges(self.frame().where(F.col("kind") == MESSAGE), handled) if handled else None
+        )
+        parts = [f.select("kind", "topic", "partition", "offset", "seq") for f in (taken, messages) if f is not None]
+        if not parts:
+            return
+        if taken is not None:
+            # Structures no staying row names any more go with the release (a batch staging rows stages theirs too).
+            keys = ["kind", "topic", "partition", "offset", "seq"]
+            staying = self.frame().where(F.col("kind") == ROW).join(taken.select(*keys), keys, "left_anti")
+            unused = self.frame().where(F.col("kind") == SCHEMA).join(
+                staying.select("schema_ref").distinct(), "schema_ref", "left_anti"
+            )
+            parts.append(unused.select(*keys))
+        keys = functools.reduce(DataFrame.unionByName, parts)
+        with self._sql.frame_view(keys) as source:
+            self._sql.run(
+                f"MERGE INTO {self._name} AS t USING {source} AS s ON t.kind = s.kind AND t.topic = s.topic "
+                "AND t.partition = s.partition AND t.offset = s.offset AND t.seq = s.seq WHEN MATCHED THEN DELETE",
+                what=f"remove released events from {self._name}",
+            )
+
+    # --- a run's MERGE source ----------------------------------------------------------------
+
+    def net_changes(self, run: StagedRun, schema: TableSchema, keep: Sequence[int], after: Mapping | None) -> DataFrame:
+        """The run's net change per key: columns c0.. (the structure's columns at positions `keep`) and ticdc_deleted.
+
+        `after`: only rows after the table's applied point (commitTs: {"ts": n}; offsets: {tp: next}).
+        """
+        order = _order_columns(self._ordering)
+        bound = F.struct(*order)
+        rows = self.frame().where(
+            (F.col("kind") == ROW)
+            & (F.col("database") == F.lit(run.table.database)) & (F.col("table") == F.lit(run.table.table))
+            & (F.col("schema_ref") == F.lit(run.ref))
+            & (bound >= _bound(order, run.first)) & (bound <= _bound(order, run.last))
+        )
+        if after:
+            if "ts" in after:
+                rows = rows.where(F.col("commit_ts") > F.lit(after["ts"]))
+            else:
+                for tp, next_offset in after.items():
+                    rows = rows.where(~((F.col("topic") == F.lit(tp.topic)) & (F.col("partition") == F.lit(tp.partition))
+                                        & (F.col("offset") < F.lit(next_offset))))
+        columns = [run.schema.columns[i] for i in keep]
+        key_positions = [keep.index(i) for i in run.schema.key_indexes()]
+        images = rows.select(*order, "op", "before", "after").mapInArrow(
+            functools.partial(_images, tuple(keep), tuple(run.schema.key_indexes()), tuple(c.spark_type for c in columns)),
+            ", ".join([*(f"`{c}` {k}" for c, k in _order_types(order)), "image INT", "upsert BOOLEAN",
+                       *(f"c{i} {_source_type(c.spark_type)}" for i, c in enumerate(columns)), "ticdc_deleted BOOLEAN"]),
+        )
+        latest = [F.col(c).desc() for c in order]
+        if self._ordering is Ordering.COMMIT_TS:
+            # At one commitTs an upsert of a key beats a delete of it: only a split UPDATE makes both (apply.collapse).
+            latest.insert(1, F.col("upsert").desc())
+        latest.append(F.col("image").desc())
+        by_key = Window.partitionBy(*[f"c{i}" for i in key_positions]).orderBy(*latest)
+        return (
+            images.withColumn("_n", F.row_number().over(by_key)).where(F.col("_n") == 1)
+            .select(*[f"c{i}" for i in range(len(columns))], "ticdc_deleted")
+        )
+
+
+_ORDER_TYPES = {"commit_ts": "BIGINT", "partition": "INT", "offset": "BIGINT", "seq": "INT"}
+
+
+def _bound(order: Sequence[str], values: Sequence) -> object:
+    """A position in the protocol's order as a struct comparable with the staged columns'."""
+    return F.struct(*[F.lit(v).cast(_ORDER_TYPES[c]).alias(c) for c, v in zip(order, values, strict=True)])
+
+
+def _order_types(order: Sequence[str]) -> list[tuple[str, str]]:
+    return [(c, _ORDER_TYPES[c]) for c in order]
+
+
+# Spark types a MERGE source carries as another type (the statement converts them: apply.delta_writer).
+_SOURCE_TYPES = {"VARIANT": "STRING"}
+
+
+def _source_type(spark_type: str) -> str:
+    return _SOURCE_TYPES.get(spark_type, spark_type)
+
+
+def _arrow_type(pa, spark_type: str):
+    """The Arrow type Spark reads as `spark_type` (the product's column types only)."""
+    spark_type = _source_type(spark_type)
+    fixed = {
+        "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "BIGINT": pa.int64(),
+        "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "STRING": pa.string(), "BINARY": pa.binary(),
+        "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us", tz="UTC"), "TIMESTAMP_NTZ": pa.timestamp("us"),
+    }
+    if spark_type in fixed:
+        return fixed[spark_type]
+    decimal = re.fullmatch(r"DECIMAL\((\d+),(\d+)\)", spark_type)
+    if decimal:
+        return pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
+    raise ApplyError(f"no Arrow form for column type {spark_type}")
+
+
+def _images(keep: tuple[int, ...], key: tuple[int, ...], types: tuple[str, ...], batches: Iterator) -> Iterator:
+    """mapInArrow: each staged row change as the key images it leaves (an UPDATE moving its key: two)."""
+    import pyarrow as pa
+
+    value_types = [_arrow_type(pa, t) for t in types]
+    for batch in batches:
+        yield _batch_images(pa, batch.to_pydict(), keep, key, value_types)
+
+
+def _batch_images(pa, columns: dict, keep: tuple[int, ...], key: tuple[int, ...], value_types: list):
+    order = [c for c in ("commit_ts", "partition", "offset", "seq") if c in columns]
+    source: list[int] = []  # the input row of each image
+    images: list[int] = []
+    deleted: list[bool] = []
+    values: list[list] = [[] for _ in keep]
+    for i, op in enumerate(columns["op"]):
+        after, before = load_row(columns["after"][i]), load_row(columns["before"][i])
+        if op in ("INSERT", "UPSERT"):
+            emitted = [(after, False)]
+        elif op == "DELETE":
+            emitted = [(before, True)]
+        elif tuple(before[k] for k in key) == tuple(after[k] for k in key):
+            emitted = [(after, False)]
+        else:  # an UPDATE moving the row to another key: the old key is deleted
+            emitted = [(before, True), (after, False)]
+        for image, (row, is_delete) in enumerate(emitted):
+            source.append(i)
+            images.append(image)
+            deleted.append(is_delete)
+            for slot, position in enumerate(keep):
+                values[slot].append(row[position])
+    arrays = [pa.array([columns[c][i] for i in source], type=pa.int64() if c in ("commit_ts", "offset") else pa.int32())
+              for c in order]
+    arrays += [pa.array(images, type=pa.int32()), pa.array([not d for d in deleted], type=pa.bool_())]
+    arrays += [pa.array(v, type=t) for v, t in zip(values, value_types, strict=True)]
+    arrays.append(pa.array(deleted, type=pa.bool_()))
+    names = [*order, "image", "upsert", *(f"c{i}" for i in range(len(keep))), "ticdc_deleted"]
+    return pa.RecordBatch.from_arrays(arrays, names=names)

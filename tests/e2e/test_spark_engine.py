@@ -1,0 +1,64 @@
+"""The Spark engine (`run.engine = "spark"`) killed mid-batch, restarted, and ending with exactly the upstream tables.
+
+Its other end-to-end tests are the variants `[spark]` of the protocol suites (tests/e2e/test_*_pipeline.py,
+the `engine` fixture): every protocol, DDL, a lagging partition's rows waiting in the staging table,
+rows waiting for their structure, bad input under both policies, restarts and replays.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from benchmarks import fault_kills
+from tests.support import staged_rows
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.one_pair(
+        "job processes of the Spark engine killed and restarted (a Spark JVM each); its statements run on both "
+        "pairs' variants of the protocol suites",
+        pair="oldest",
+    ),
+]
+
+# Messages per batch: a few batches (each costs the Spark engine about ten Spark actions besides its MERGEs).
+BATCH = 100
+
+
+def test_killed_while_staging_a_batch_and_at_a_random_point_then_restarted_gives_the_exact_tables(spark, kafka, tmp_path):
+    # Setup: Simple JSON with ADD COLUMN DEFAULT, DROP/RENAME/MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and
+    # re-CREATE between transactions over three tables, read BATCH messages a batch by the Spark engine; an
+    # uninterrupted Spark-engine run for its versions. Then a run killed (SIGKILL of Python and its Spark
+    # JVM) while the first batch is read, decoded on the executors and written to the staging table, then
+    # at a random point of the restart's first batch (MERGE in flight, after a table commit, after the
+    # checkpoint, while staging again); then restarted.
+    # Expect: both kills happen; the tables equal upstream; no table has more versions per applied commitTs
+    # than the uninterrupted run; nothing is left in the staging table.
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    scene = fault_kills.scenario("simple-json", rng, None, txns=9)
+    fault_kills.publish_scenario(kafka.bootstrap_servers, scene)
+
+    def sections(target, group):
+        values = fault_kills.job_sections(kafka.bootstrap_servers, scene, target, group, BATCH)
+        values["run"]["engine"] = "spark"
+        return values
+
+    baseline = fault_kills.uninterrupted(spark, sections(tmp_path / "uninterrupted", f"u-{uuid.uuid4().hex}"), scene)
+    planned = [
+        fault_kills.KillPlan("stage", hit=1, delay=rng.uniform(0, 1.0)),
+        fault_kills.KillPlan(rng.choice(["merge", "after_table_commit", "after_checkpoint", "stage"]),
+                             hit=1, delay=rng.uniform(0, 0.3)),
+    ]
+    group = f"k-{uuid.uuid4().hex}"
+    killed = sections(tmp_path / "delta", group)
+    killed["run"]["lease_seconds"] = 300  # a restart takes the killed job's lease over because its processes ended
+    outcome = fault_kills.kill_run(scene, killed, tmp_path, len(planned), rng, baseline, spark, planned=planned)
+
+    assert outcome.problems == []
+    assert outcome.kills == [plan.site for plan in planned]
+    assert staged_rows(spark, str(tmp_path / "delta"), group) == 0
