@@ -32,10 +32,9 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from apply.dead_letters import DeadLetterTable
-from apply.internal_tables import ensure_internal_table
+from apply.internal_tables import ensure_internal_table, vacuum_internal_table
 from apply.locator import TableLocator
 from apply.progress import is_missing_table
-from apply.spark_errors import error_condition
 from apply.sql_session import SqlSession
 from schema_cache.events import TopicPartition
 from schema_cache.exceptions import ConcurrentCommitError, MaterializerError
@@ -60,11 +59,6 @@ _SCHEMA = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
 # day (Delta removes older ones when it writes a log checkpoint, counting from
 # midnight UTC, so one to two days stay), replaced files `Retention.file_seconds`.
 _LOG_RETENTION = "interval 1 days"
-# VACUUM LITE finds the files to delete in the log (no listing of the table's
-# folder, which costs a task per listing partition); where the session's Delta
-# has no LITE (before 3.3) or the log no longer covers every file to delete
-# (the job stood still longer than the log is kept), the full VACUUM does it.
-_NO_VACUUM_LITE = {"DELTA_CANNOT_VACUUM_LITE", "PARSE_SYNTAX_ERROR"}
 
 
 def _encode_tp_map(values: Mapping[TopicPartition, int]) -> str:
@@ -193,6 +187,10 @@ class CheckpointStore:
 
     # --- keeping the table bounded ------------------------------------------------------------
 
+    @property
+    def retention(self) -> Retention | None:
+        return self._retention
+
     def cleanup_due(self, batch: int) -> bool:
         """Whether `clean_up` has work after saving checkpoint `batch`."""
         return self._retention is not None and self._retention.due(batch)
@@ -304,11 +302,6 @@ class CheckpointStore:
         now = time.monotonic()
         if self._vacuumed_at is not None and now - self._vacuumed_at < self._retention.file_seconds:
             return False
-        try:
-            self._sql.run(f"VACUUM {self._name} LITE", what="vacuum checkpoints")
-        except Exception as err:
-            if error_condition(err) not in _NO_VACUUM_LITE:
-                raise
-            self._sql.run(f"VACUUM {self._name}", what="vacuum checkpoints")
+        vacuum_internal_table(self._sql, self._name, "vacuum checkpoints")
         self._vacuumed_at = now
         return True

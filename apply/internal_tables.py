@@ -75,3 +75,19 @@ def append_internal_rows(
                 if error_condition(err) not in _ALREADY_THERE:
                     raise
         sql.run(f"INSERT INTO {name} ({names}) SELECT * FROM {source}", what=what)
+
+
+# VACUUM LITE finds the files to delete in the log (no listing of the table's folder, which costs a task
+# per listing partition); where the session's Delta has no LITE (before 3.3) or the log no longer covers
+# every file to delete (the job stood still longer than the log is kept), the full VACUUM does it.
+_NO_VACUUM_LITE = {"DELTA_CANNOT_VACUUM_LITE", "PARSE_SYNTAX_ERROR"}
+
+
+def vacuum_internal_table(sql: SqlSession, name: str, what: str) -> None:
+    """Delete the files a product table stopped using longer ago than its file retention."""
+    try:
+        sql.run(f"VACUUM {name} LITE", what=what)
+    except Exception as err:
+        if error_condition(err) not in _NO_VACUUM_LITE:
+            raise
+        sql.run(f"VACUUM {name}", what=what)

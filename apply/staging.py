@@ -24,21 +24,26 @@ becomes one MERGE source of net changes per key (`net_changes`).
 from __future__ import annotations
 
 import functools
+import logging
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from apply.checkpoint import Retention
 from apply.identifiers import catalog_name
-from apply.internal_tables import ensure_internal_table
+from apply.internal_tables import ensure_internal_table, vacuum_internal_table
 from apply.locator import TableLocator
 from apply.sql_session import SqlSession
 from schema_cache.events import Ordering, RawMessage, SchemaChange, TableName, TableSchema, TopicPartition
-from schema_cache.exceptions import ApplyError
+from schema_cache.exceptions import ApplyError, ConcurrentCommitError, MaterializerError
 from schema_cache.serialized import dump_event, dump_row, load_event, load_row, schema_ref
 from schema_cache.staged_decoding import MESSAGE, ROW, SCHEMA, STAGED_FIELDS
+
+log = logging.getLogger(__name__)
 
 DDL = "ddl"
 _COLUMNS = ", ".join(f"`{name}` {kind}" for name, _, kind in STAGED_FIELDS)
@@ -94,6 +99,27 @@ class Release:
     waiting: int
 
 
+def _ranges_predicate(ranges: Mapping[TopicPartition, tuple[int, int]]) -> str:
+    return " OR ".join(
+        f"(`topic` = {_literal_topic(tp.topic)} AND `partition` = {int(tp.partition)} AND `offset` >= {int(start)} "
+        f"AND `offset` < {int(end)})"
+        for tp, (start, end) in sorted(ranges.items())
+    )
+
+
+def _release_predicate(limits: Mapping[str, int] | None) -> str:
+    """Rows and schema changes a release without holds takes (`StagingTable._released`), as SQL."""
+    taken = f"`kind` IN ('{ROW}', '{DDL}')"
+    if limits is None:
+        return f"({taken})"
+    if not limits:
+        return "FALSE"
+    at_or_below = " OR ".join(
+        f"(`topic` = {_literal_topic(topic)} AND `commit_ts` <= {int(limit)})" for topic, limit in sorted(limits.items())
+    )
+    return f"({taken} AND ({at_or_below}))"
+
+
 def _literal_topic(topic: str) -> str:
     if not _TOPIC.fullmatch(topic):
         raise ApplyError(f"topic name {topic!r} is not a Kafka topic name")
@@ -109,6 +135,8 @@ class StagingTable:
         self._ordering = ordering
         self._schemas: dict[str, TableSchema] = {}
         self._created = False
+        self._properties_set = False
+        self._vacuumed_at: float | None = None
 
     @property
     def name(self) -> str:
@@ -299,29 +327,55 @@ class StagingTable:
 
     def remove(self, release: Release, handled: Mapping[TopicPartition, tuple[int, int]],
                limits: Mapping[str, int] | None, holds: Mapping[TableName, int]) -> None:
-        """Delete what a release took and the handed-back messages of `handled` ranges: one commit."""
-        taken = self._released(limits, holds) if release.events else None
-        messages = (
-            self._in_ranges(self.frame().where(F.col("kind") == MESSAGE), handled) if handled else None
-        )
-        parts = [f.select("kind", "topic", "partition", "offset", "seq") for f in (taken, messages) if f is not None]
-        if not parts:
-            return
-        if taken is not None:
-            # Structures no staying row names any more go with the release (a batch staging rows stages theirs too).
-            keys = ["kind", "topic", "partition", "offset", "seq"]
-            staying = self.frame().where(F.col("kind") == ROW).join(taken.select(*keys), keys, "left_anti")
-            unused = self.frame().where(F.col("kind") == SCHEMA).join(
-                staying.select("schema_ref").distinct(), "schema_ref", "left_anti"
-            )
-            parts.append(unused.select(*keys))
-        keys = functools.reduce(DataFrame.unionByName, parts)
-        with self._sql.frame_view(keys) as source:
-            self._sql.run(
-                f"MERGE INTO {self._name} AS t USING {source} AS s ON t.kind = s.kind AND t.topic = s.topic "
-                "AND t.partition = s.partition AND t.offset = s.offset AND t.seq = s.seq WHEN MATCHED THEN DELETE",
-                what=f"remove released events from {self._name}",
-            )
+        """Delete what a release took, the handed-back messages of `handled` ranges and, once no row waits,
+        the structures rows named: one DELETE by predicate (values the product wrote: kinds, Kafka topic
+        names, numbers), no scan of what to delete first.
+
+        With holds (rows waiting for their structure), what the release took is found and deleted by a
+        MERGE first, so no upstream table name is written into SQL.
+        """
+        clauses = []
+        if handled:
+            clauses.append(f"(`kind` = '{MESSAGE}' AND ({_ranges_predicate(handled)}))")
+        if release.waiting == 0:
+            # Structures are staged with every batch's rows that name them: none is needed once none waits.
+            clauses.append(f"`kind` = '{SCHEMA}'")
+        if release.events and not holds:
+            clauses.append(_release_predicate(limits))
+        if release.events and holds:
+            taken = self._released(limits, holds).select("kind", "topic", "partition", "offset", "seq")
+            with self._sql.frame_view(taken) as source:
+                self._sql.run(
+                    f"MERGE INTO {self._name} AS t USING {source} AS s ON t.kind = s.kind AND t.topic = s.topic "
+                    "AND t.partition = s.partition AND t.offset = s.offset AND t.seq = s.seq WHEN MATCHED THEN DELETE",
+                    what=f"remove released events from {self._name}",
+                )
+        if clauses:
+            self._sql.run(f"DELETE FROM {self._name} WHERE " + " OR ".join(clauses),
+                          what=f"remove released events from {self._name}")
+
+    # --- keeping it small -------------------------------------------------------------------
+
+    def clean_up(self, retention: Retention) -> None:
+        """Compact the table (every batch adds a few small files) and delete the files it stopped using.
+
+        On the checkpoint cleanup's cadence and with its file retention; a failure is logged and left to
+        the next time (nothing here is needed for progress), except the product's own errors (a lost lease).
+        """
+        try:
+            if not self._properties_set:
+                settings = ", ".join(f"'{k}' = '{v}'" for k, v in retention.table_properties().items())
+                self._sql.run(f"ALTER TABLE {self._name} SET TBLPROPERTIES ({settings})", what=f"retention of {self._name}")
+                self._properties_set = True
+            self._sql.run(f"OPTIMIZE {self._name}", what=f"compact {self._name}")
+            now = time.monotonic()
+            if self._vacuumed_at is None or now - self._vacuumed_at >= retention.file_seconds:
+                vacuum_internal_table(self._sql, self._name, f"vacuum {self._name}")
+                self._vacuumed_at = now
+        except Exception as err:
+            if isinstance(err, MaterializerError) and not isinstance(err, ConcurrentCommitError):
+                raise
+            log.error("cleaning up %s failed; the next cleanup tries again", self._name, exc_info=True)
 
     # --- a run's MERGE source ----------------------------------------------------------------
 

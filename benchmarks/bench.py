@@ -20,6 +20,9 @@ of medians in brackets). The load average is printed with each section. Sections
   full scan of each table; a RENAME COLUMN (a rewrite of the table under "compatible").
 - memory: peak RSS of the job (Python + JVM) for 1M vs 100k events, and with one partition's
   watermark lagging the whole stream, each run as `ticdc-delta run` in its own process.
+- engines: the Spark engine (`run.engine = "spark"`) on a local[1] vs a local[2] session (what a second
+  core gives), and the Spark engine vs the driver engine on local[2]; `--engine-events` (1M) over 4
+  partitions, one batch per run, a session of its own per configuration (warmed up by a small run).
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ import orjson  # noqa: E402
 from benchmarks import streams  # noqa: E402
 from schema_cache.events import RawMessage  # noqa: E402
 
-SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory")
+ENGINE_PARTITIONS = 4  # an even share per core of the 2-core machine
+SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory", "engines")
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -200,7 +204,7 @@ class Lake:
     def publish(self, topic: str, stream: streams.Stream) -> None:
         from testbed.produce import ensure_topic, produce
 
-        ensure_topic(self.broker.bootstrap_servers, topic, streams.PARTITIONS)
+        ensure_topic(self.broker.bootstrap_servers, topic, stream.partitions)
         produce(self.broker.bootstrap_servers, topic, ((p, None, v) for p, v in stream.messages))
 
     def run_job(self, topic: str, **run):
@@ -594,6 +598,38 @@ def bench_memory(args, lake: Lake) -> None:
     print(f"  {'lagging partition vs no lag':<58} {lagging / more_keys:>8.2f}x   target <= 1.2x")
 
 
+def bench_engines(args, lake: Lake) -> None:
+    from jobs.session import get_spark, kafka_source_package
+
+    events = args.engine_events
+    section(f"engines: {events:,} row events over {args.keys * 10:,} keys, {ENGINE_PARTITIONS} partitions, one batch a run")
+    lake.publish("engines", streams.build(events, args.keys * 10, seed=8, partitions=ENGINE_PARTITIONS))
+    lake.publish("engines-warmup", streams.build(5_000, 1_000, seed=9, partitions=ENGINE_PARTITIONS))
+    lake.spark.stop()  # one session per configuration: a master is fixed when its session starts
+    runs = {"spark engine, local[1]": ("local[1]", "spark"), "spark engine, local[2]": ("local[2]", "spark"),
+            "driver engine, local[2]": ("local[2]", "driver")}
+    times: dict[str, list[float]] = {label: [] for label in runs}
+    phases: dict[str, dict] = {}
+    for _ in range(args.engine_repeats):
+        for label, (master, engine) in runs.items():
+            lake.spark = get_spark(master, packages=[kafka_source_package()])
+            lake.run_job("engines-warmup", engine=engine)
+            began = time.perf_counter()
+            result = lake.run_job("engines", engine=engine)
+            times[label].append(time.perf_counter() - began)
+            phases[label] = result.phases
+            lake.spark.stop()
+            print(f"  {label:<30} {times[label][-1]:7.1f}s  {events / times[label][-1]:>9,.0f} events/s; "
+                  f"{result.rows_applied:,} applied; {load()}", flush=True)
+    for label in runs:
+        print(f"  {label:<30} {fmt(times[label])}; split (last run): "
+              + ", ".join(f"{k} {v:.1f}s" for k, v in phases[label].items()))
+    one, two, driver = times.values()
+    print(f"  {'spark engine: local[2] vs local[1] throughput':<58} {min(one) / min(two):>8.2f}x   target >= 1.6x")
+    print(f"  {'spark engine vs driver engine (local[2]) time':<58} {ratio(two, driver):>8}")
+    lake.spark = get_spark("local[*]", packages=[kafka_source_package()])
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
@@ -604,6 +640,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--handwritten-events", type=int, default=200_000)
     parser.add_argument("--memory-events", type=int, default=1_000_000)
+    parser.add_argument("--engine-events", type=int, default=1_000_000, help="row events of the engines section")
+    parser.add_argument("--engine-repeats", type=int, default=1, help="runs per configuration in the engines section")
     parser.add_argument("--txn-merges", type=int, default=10, help="MERGEs timed for the per-transaction row")
     parser.add_argument(
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE",
@@ -630,11 +668,11 @@ def main() -> int:
 
     use_resolvable_kafka_source()
     with tempfile.TemporaryDirectory(prefix="ticdc-bench-") as work:
-        lake = Lake(Path(work), packages=(kafka_source_package(),) if "handwritten" in only else ())
+        lake = Lake(Path(work), packages=(kafka_source_package(),) if {"handwritten", "engines"} & set(only) else ())
         try:
             for name in spark_sections:
                 {"e2e": bench_e2e, "handwritten": bench_handwritten, "table-size": bench_table_size, "features": bench_features,
-                 "memory": bench_memory}[name](args, lake)
+                 "memory": bench_memory, "engines": bench_engines}[name](args, lake)
         finally:
             lake.close()
     return 0

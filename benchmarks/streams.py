@@ -45,6 +45,7 @@ class Stream:
     messages: list[tuple[int, bytes]]
     rows: dict[int, tuple]
     row_events: int
+    partitions: int = PARTITIONS
 
     def size(self) -> int:
         return sum(len(v) for _, v in self.messages)
@@ -57,18 +58,20 @@ def _delta_row(row: dict) -> tuple:
 
 
 def build(
-    events: int, keys: int, *, encoding: str = "json", seed: int = 1, lagging_partition: int | None = None
+    events: int, keys: int, *, encoding: str = "json", seed: int = 1, lagging_partition: int | None = None,
+    partitions: int = PARTITIONS,
 ) -> Stream:
-    """The stream; `lagging_partition` gets no watermark until the very end (its watermark lags all others)."""
+    """The stream over `partitions` partitions; `lagging_partition` gets no watermark until the very end (its
+    watermark lags all others)."""
     rng = random.Random(seed)
     writer = (SimpleJsonWriter if encoding == "json" else SimpleAvroWriter)(build_ts_ms=1)
-    out = [(p, writer.bootstrap(SCHEMA)) for p in range(PARTITIONS)]
+    out = [(p, writer.bootstrap(SCHEMA)) for p in range(partitions)]
     live: dict[int, dict] = {}
     commit_ts = 1 << 40
 
     def watermark(ts: int, final: bool = False) -> Iterator[tuple[int, bytes]]:
         value = writer.watermark(ts)
-        return ((p, value) for p in range(PARTITIONS) if final or p != lagging_partition)
+        return ((p, value) for p in range(partitions) if final or p != lagging_partition)
 
     for n in range(events):
         if n % TXN_SIZE == 0:
@@ -95,6 +98,6 @@ def build(
         else:
             value = writer.update(SCHEMA, commit_ts, old, row)
             live[key] = row
-        out.append((key % PARTITIONS, value))
+        out.append((key % partitions, value))
     out.extend(watermark(commit_ts, final=True))
-    return Stream(out, {k: _delta_row(r) for k, r in live.items()}, events)
+    return Stream(out, {k: _delta_row(r) for k, r in live.items()}, events, partitions)

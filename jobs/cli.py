@@ -53,6 +53,7 @@ def _run_parser(sub) -> None:
     mode.add_argument("--until-idle", action="store_const", const="until-idle", dest="mode", help="drain and exit")
     mode.add_argument("--continuous", action="store_const", const="continuous", dest="mode", help="run until stopped")
     run.add_argument("--on-bad-message", choices=config_module.BAD_MESSAGE_POLICIES, help="policy.on_bad_message")
+    run.add_argument("--engine", choices=config_module.ENGINES, help="run.engine: where messages are read and decoded")
 
 
 def _status_parser(sub) -> None:
@@ -85,7 +86,7 @@ def _overrides(args: argparse.Namespace) -> dict:
         },
         "protocol": {"name": flag("protocol")},
         "target": {"path": flag("target_path"), "catalog": flag("target_catalog")},
-        "run": {"mode": flag("mode")},
+        "run": {"mode": flag("mode"), "engine": flag("engine")},
         "policy": {"on_bad_message": flag("on_bad_message")},
     }
 

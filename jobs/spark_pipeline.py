@@ -76,6 +76,7 @@ class SparkPipeline(Pipeline):
         self._spark = spark
         self._staging = staging
         self._ddl_staged: set[tuple] = set()
+        self._staging_cleaned = -1
 
     # --- start ------------------------------------------------------------------------
 
@@ -200,6 +201,14 @@ class SparkPipeline(Pipeline):
                 staged.append(event)
         elif event.__class__ is RowChange:
             staged.append(event)
+
+    def _save_progress(self, summary) -> None:
+        super()._save_progress(summary)
+        # The staging table on the checkpoint table's cadence, once per batch number.
+        if self._checkpoints.cleanup_due(self._batch) and self._staging_cleaned != self._batch:
+            self._staging_cleaned = self._batch
+            with self._times.phase("checkpoint_cleanup"):
+                self._staging.clean_up(self._checkpoints.retention)
 
     def _pending_count(self) -> int:
         return getattr(self, "_waiting", 0) + len(self._decoder.parked())

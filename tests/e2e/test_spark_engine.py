@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from apply.identifiers import catalog_name
 from benchmarks import fault_kills
 from tests.support import staged_rows
 
@@ -28,15 +29,15 @@ pytestmark = [
 BATCH = 100
 
 
-def test_killed_while_staging_a_batch_and_at_a_random_point_then_restarted_gives_the_exact_tables(spark, kafka, tmp_path):
+def test_killed_while_staging_a_batch_then_restarted_gives_the_exact_tables(spark, kafka, tmp_path):
     # Setup: Simple JSON with ADD COLUMN DEFAULT, DROP/RENAME/MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and
     # re-CREATE between transactions over three tables, read BATCH messages a batch by the Spark engine; an
     # uninterrupted Spark-engine run for its versions. Then a run killed (SIGKILL of Python and its Spark
-    # JVM) while the first batch is read, decoded on the executors and written to the staging table, then
-    # at a random point of the restart's first batch (MERGE in flight, after a table commit, after the
-    # checkpoint, while staging again); then restarted.
-    # Expect: both kills happen; the tables equal upstream; no table has more versions per applied commitTs
-    # than the uninterrupted run; nothing is left in the staging table.
+    # JVM) while the first or second batch is read, decoded on the executors and written to the staging
+    # table; then restarted.
+    # Expect: the kill happens; the tables equal upstream; no table has more versions per applied commitTs
+    # than the uninterrupted run; nothing is left in the staging table, which was compacted (cleanup every
+    # 2 batches here).
     seed = random.randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)
@@ -46,14 +47,14 @@ def test_killed_while_staging_a_batch_and_at_a_random_point_then_restarted_gives
     def sections(target, group):
         values = fault_kills.job_sections(kafka.bootstrap_servers, scene, target, group, BATCH)
         values["run"]["engine"] = "spark"
+        values["checkpoint"] = {"cleanup_every": 2}  # the staging table's cleanup too, killed in it or not
         return values
 
     baseline = fault_kills.uninterrupted(spark, sections(tmp_path / "uninterrupted", f"u-{uuid.uuid4().hex}"), scene)
-    planned = [
-        fault_kills.KillPlan("stage", hit=1, delay=rng.uniform(0, 1.0)),
-        fault_kills.KillPlan(rng.choice(["merge", "after_table_commit", "after_checkpoint", "stage"]),
-                             hit=1, delay=rng.uniform(0, 0.3)),
-    ]
+    # One kill per CI run (each costs a JVM start and a partial rerun): mid-staging, the Spark engine's own
+    # site; the other sites (MERGE, after a table commit, after the checkpoint) are the driver engine's, whose
+    # crash test covers them, and `benchmarks/faults.py` runs them all.
+    planned = [fault_kills.KillPlan("stage", hit=rng.randint(1, 2), delay=rng.uniform(0, 1.0))]
     group = f"k-{uuid.uuid4().hex}"
     killed = sections(tmp_path / "delta", group)
     killed["run"]["lease_seconds"] = 300  # a restart takes the killed job's lease over because its processes ended
@@ -62,3 +63,6 @@ def test_killed_while_staging_a_batch_and_at_a_random_point_then_restarted_gives
     assert outcome.problems == []
     assert outcome.kills == [plan.site for plan in planned]
     assert staged_rows(spark, str(tmp_path / "delta"), group) == 0
+    staging = f"delta.`{tmp_path / 'delta'}/_ticdc/staging_{catalog_name(group)}`"
+    operations = {r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {staging}").collect()}
+    assert "OPTIMIZE" in operations  # compacted on the checkpoint cleanup's cadence
