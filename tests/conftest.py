@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from testbed.spark_packages import use_resolvable_kafka_source
+from tests.support import SPARK_ENGINE_PAIR
 
 # Downloads (broker jars, Delta jars) are cached in the checkout unless told otherwise.
 os.environ.setdefault("TICDC_DELTA_CACHE", str(Path(__file__).resolve().parent.parent / ".cache"))
@@ -186,18 +187,7 @@ def sql(spark):
     return SqlSession(spark)
 
 
-# The Spark engine's variants run on the oldest pair when both run: its newest-pair side already runs
-# most unmarked end-to-end tests, and the engine's Spark statements are the same on both.
-SPARK_ENGINE = pytest.param(
-    "spark",
-    marks=pytest.mark.one_pair(
-        "the Spark engine's variant: its Python is the same on both pairs; the benchmark runs it on the newest",
-        pair="oldest",
-    ),
-)
-
-
-@pytest.fixture(params=["driver", SPARK_ENGINE])
+@pytest.fixture(params=["driver", pytest.param("spark", marks=SPARK_ENGINE_PAIR)])
 def engine(request):
     """The run engine (`run.engine`) of a test run against both: the driver's and the Spark engine."""
     return request.param

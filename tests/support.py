@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import pytest
 from chispa import assert_df_equality
 
 from apply.applier import Applier
@@ -17,6 +18,18 @@ from jobs.pipeline import Pipeline, RunResult
 from schema_cache.events import Ordering, TableName
 from testbed.changefeed import Changefeed, Message
 from testbed.produce import ensure_topic, produce
+
+# The Spark engine's variants run on the oldest pair when both run: its newest-pair side already runs
+# most unmarked end-to-end tests, and the engine's Spark statements are the same on both.
+SPARK_ENGINE_PAIR = pytest.mark.one_pair(
+    "the Spark engine's variant: its Python is the same on both pairs; the benchmark runs it on the newest",
+    pair="oldest",
+)
+
+
+def spark_variant(*values, id: str):
+    """A parameter set (`values`, then the engine "spark") of a test parametrized by engine itself."""
+    return pytest.param(*values, "spark", marks=SPARK_ENGINE_PAIR, id=id)
 
 
 def publish(kafka, topic: str, messages: Iterable[Message], partitions: int = 3) -> int:

@@ -1,7 +1,7 @@
 """kill -9 at chosen points, restart, and end with exactly the upstream tables: the fault script's short run.
 
 `benchmarks/faults.py --only kills` kills the job at >= 50 random points over every protocol; this runs the
-same code on one workload with three kills, one at a DDL site so the rarest sites are covered.
+same code on one workload with two kills, one at a DDL site so the rarest sites are covered.
 """
 
 from __future__ import annotations
@@ -21,18 +21,18 @@ pytestmark = [
     ),
 ]
 
-# The fault script's `--only kills` makes the many; here a kill at a recurring site in the first batch, one at
-# a DDL site, then one more at a recurring site in the restart's first batch: each is always reached, and
-# each costs a JVM start and a partial rerun.
-KILLS = 3
+# The fault script's `--only kills` makes the many; here a kill at a recurring site in the first batch, then
+# one at a DDL site: each is always reached, and each costs a JVM start and a partial rerun (CI time: a third
+# kill at a recurring site repeated what the first covers).
+KILLS = 2
 
 
 def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(spark, kafka, tmp_path):
     # Setup: Simple JSON with ADD COLUMN DEFAULT, DROP/RENAME/MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and
     # re-CREATE between many transactions over three tables; an uninterrupted run for its versions.
-    # Then a run killed three times (SIGKILL of Python and its Spark JVM): at a random recurring site (decode,
-    # MERGE in flight, after a table commit, after the checkpoint) in the first batch, at a random DDL site
-    # (backfill, rewrite, rename), at a recurring site in the first batch after that restart; then restarted.
+    # Then a run killed twice (SIGKILL of Python and its Spark JVM): at a random recurring site (decode,
+    # MERGE in flight, after a table commit, after the checkpoint) in the first batch, then at a random DDL
+    # site (backfill, rewrite, rename); then restarted.
     # Expect: every kill happens; the tables equal upstream; no table has more versions per applied commitTs
     # than the uninterrupted run. A restart takes the killed job's lease over at once, never waiting for it
     # to expire.
@@ -48,7 +48,6 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(sp
     planned = [
         fault_kills.choose_kill(rng, [], early=True),
         fault_kills.choose_kill(rng, scene.ddl_sites(), site=rng.choice(scene.ddl_sites())),
-        fault_kills.choose_kill(rng, [], early=True),
     ]
 
     sections = fault_kills.job_sections(kafka.bootstrap_servers, scene, tmp_path / "delta", f"k-{uuid.uuid4().hex}", 40)

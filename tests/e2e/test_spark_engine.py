@@ -41,7 +41,7 @@ def test_killed_while_staging_a_batch_then_restarted_gives_the_exact_tables(spar
     seed = random.randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)
-    scene = fault_kills.scenario("simple-json", rng, None, txns=9)
+    scene = fault_kills.scenario("simple-json", rng, None, txns=6)
     fault_kills.publish_scenario(kafka.bootstrap_servers, scene)
 
     def sections(target, group):
