@@ -14,8 +14,10 @@ import pytest
 from apply.checkpoint import Checkpoint, CheckpointStore, Retention
 from apply.dead_letters import DeadLetterTable
 from apply.locator import PathLocator
-from schema_cache.events import Position, TopicPartition
+from apply.staging import StagingTable
+from schema_cache.events import Ordering, Position, TopicPartition
 from schema_cache.exceptions import DecodeError
+from schema_cache.staged_decoding import STAGED_FIELDS
 from tests.support import assert_table, publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
 
@@ -42,7 +44,11 @@ def _batches(sql, locator, consumer: str) -> set[int]:
 
 
 def _live_files(sql, locator) -> int:
-    return sql.sql(f"DESCRIBE DETAIL {locator.internal_sql_name('checkpoints')}").collect()[0]["numFiles"]
+    return _live_files_of(sql, locator.internal_sql_name("checkpoints"))
+
+
+def _live_files_of(sql, name: str) -> int:
+    return sql.sql(f"DESCRIBE DETAIL {name}").collect()[0]["numFiles"]
 
 
 def _files_on_disk(folder: Path) -> int:
@@ -116,6 +122,30 @@ def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_
     properties = {r["key"]: r["value"] for r in sql.sql(f"SHOW TBLPROPERTIES {name}").collect()}
     assert properties["delta.deletedFileRetentionDuration"] == "interval 0 seconds"
     assert properties["delta.logRetentionDuration"] == "interval 1 days"
+
+
+def test_the_spark_engines_staging_table_is_compacted_and_vacuumed_by_its_cleanup(sql, tmp_path):
+    # Setup: the Spark engine's staging table with 4 rows written by 4 appends (4 small files), then
+    # cleaned up with files no longer used deleted at once (retention 0).
+    # Expect: the 4 rows kept; one live data file (an OPTIMIZE commit) and no other on disk (VACUUM);
+    # the retention properties set.
+    locator = PathLocator(str(tmp_path / "lake"))
+    staging = StagingTable(sql, locator, "main", Ordering.COMMIT_TS)
+    staging.ensure()
+    for offset in range(4):
+        columns = ", ".join(str(offset) if name == "offset" else f"CAST(NULL AS {kind})" for name, _, kind in STAGED_FIELDS)
+        sql.run(f"INSERT INTO {staging.name} SELECT {columns}", what="test rows")
+    assert _live_files_of(sql, staging.name) == 4
+
+    staging.clean_up(Retention(keep=1, cleanup_every=1, file_seconds=0))
+
+    assert sorted(r["offset"] for r in staging.frame().collect()) == [0, 1, 2, 3]
+    assert _live_files_of(sql, staging.name) == 1
+    assert "OPTIMIZE" in {r["operation"] for r in sql.sql(f"DESCRIBE HISTORY {staging.name}").collect()}
+    (folder,) = (tmp_path / "lake" / "_ticdc").glob("staging_*")
+    assert _files_on_disk(folder) == 1
+    properties = {r["key"]: r["value"] for r in sql.sql(f"SHOW TBLPROPERTIES {staging.name}").collect()}
+    assert properties["delta.deletedFileRetentionDuration"] == "interval 0 seconds"
 
 
 def test_the_job_cleans_up_its_checkpoints_every_cleanup_every_batches(spark, sql, kafka, tmp_path, unique):
