@@ -43,6 +43,7 @@ from schema_cache.events import (
     TableSchema,
     Watermark,
 )
+from schema_cache.exceptions import ApplyError
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,12 @@ class Applier:
         state = self._tables.get(table)
         if state is None:
             progress = self._writer.progress(table)
+            if progress.snapshot_loading is not None:
+                # Replaced by a snapshot load that did not write its rows: empty, not applied through anything.
+                raise ApplyError(
+                    f"{table}: the snapshot load at TSO {progress.snapshot_loading} replaced it and did not finish; "
+                    "run `ticdc-delta snapshot` again before the job"
+                )
             point = progress.point
             if not progress.exists:
                 removed = self._tombstones.removed_at(table)

@@ -195,14 +195,15 @@ class DeltaWriter:
         # has only a preview that widens among the small integer types.
         return TableLayout.for_setting(self._setting, stable_type_widening=spark_version(self._sql.spark) >= (4, 0))
 
-    def create(self, table: TableName, schema: TableSchema, point: AppliedPoint | None, *, replace: bool) -> None:
+    def create(self, table: TableName, schema: TableSchema, point: AppliedPoint | None, *, replace: bool,
+               note: Mapping[str, object] | None = None) -> None:
         layout = self._created_layout()
         statement = create_table_sql(
             self._name(table), layout.delta_schema(schema), replace=replace, properties=layout.create_properties()
         )
         with self._times.phase("ddl"):
             self._locator.prepare(self._sql, table)
-            self._sql.run(statement, commit_tags(point), what=f"create {table}")
+            self._sql.run(statement, commit_tags(point, note=note), what=f"create {table}")
             self._layouts.pop(table, None)
             self._read_layout(table)  # and says if the new table has features the setting does not want
         log.info("%s %s (%d columns)", "replaced" if replace else "created", table, len(schema.columns))
@@ -369,12 +370,14 @@ class DeltaWriter:
                 source = scope.enter_context(self._sql.view(rows, source_schema))
             self._merge_source(table, schema, source, point, into_empty=into_empty, idempotent=idempotent, note=note)
 
-    def merge_frame(self, table: TableName, schema: TableSchema, changes, point: AppliedPoint, *, into_empty: bool = False) -> None:
+    def merge_frame(self, table: TableName, schema: TableSchema, changes, point: AppliedPoint, *, into_empty: bool = False,
+                    idempotent: bool = True, note: Mapping[str, object] | None = None) -> None:
         """Like `merge`, from a DataFrame of net changes (columns c0.. in `schema`'s order, then ticdc_deleted):
-        the Spark engine's, built where the rows are."""
+        the Spark engine's and the snapshot's, built where the rows are. `idempotent` False: no Delta
+        transaction id (a snapshot's rows replace a table whose log may hold the stream's)."""
         schema = self._layout(table).delta_schema(schema)
         with self._sql.frame_view(changes) as source:
-            self._merge_source(table, schema, source, point, into_empty=into_empty)
+            self._merge_source(table, schema, source, point, into_empty=into_empty, idempotent=idempotent, note=note)
 
     def _merge_source(self, table: TableName, schema: TableSchema, source: str, point: AppliedPoint, *,
                       into_empty: bool, idempotent: bool = True, note: Mapping[str, object] | None = None) -> None:

@@ -94,6 +94,9 @@ class TableProgress:
     exists: bool
     point: AppliedPoint | None = None
     pending: PendingBackfill | None = None
+    # The TSO of a snapshot load (`ticdc-delta snapshot`) that replaced the table and has not
+    # written its rows yet: the table is empty, not applied through anything.
+    snapshot_loading: int | None = None
 
 
 def commit_tags(
@@ -105,14 +108,14 @@ def commit_tags(
 ) -> CommitTags:
     """The tags of a commit that applies through `point`.
 
-    `point` None (and no `pending`) leaves the commit unmarked: schema
-    alignment that does not itself apply anything. `txn` (application id,
+    `point` None (and no `pending` or `note`) leaves the commit unmarked:
+    schema alignment that does not itself apply anything. `txn` (application id,
     version) makes the write idempotent: Delta skips it if that application
     already committed this or a higher version to the table. `note` adds
     keys to the marker that say what the commit was (readers ignore them).
     """
     metadata = None
-    if point is not None or pending is not None:
+    if point is not None or pending is not None or note:
         marker: dict = point.to_json() if point is not None else {"appliedTs": None}
         if pending is not None:
             marker["pendingBackfill"] = {"ddl": pending.ddl, "columns": list(pending.columns)}
@@ -141,10 +144,12 @@ def _progress_of(marker: dict) -> TableProgress:
     else:
         point = None
     pending = marker.get("pendingBackfill")
+    loading = marker.get("snapshotLoading")
     return TableProgress(
         exists=True,
         point=point,
         pending=None if pending is None else PendingBackfill(str(pending["ddl"]), tuple(pending["columns"])),
+        snapshot_loading=None if loading is None else int(loading),
     )
 
 
@@ -212,7 +217,7 @@ def applied_history(sql, sql_name: str, limit: int | None = None) -> list[Applie
     for row in rows:
         marker = _marker_of(row["userMetadata"])
         progress = _progress_of(marker) if marker is not None else TableProgress(exists=True)
-        known = {"appliedTs", "appliedOffsets", "ddlTs", "pendingBackfill"}
+        known = {"appliedTs", "appliedOffsets", "ddlTs", "pendingBackfill", "snapshotLoading"}
         note = {k: v for k, v in (marker or {}).items() if k not in known} or None
         history.append(
             AppliedVersion(row["version"], row["timestamp"], row["operation"], progress.point, progress.pending, note)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from apply.arrow_types import arrow_type, source_type
 from apply.checkpoint import Retention
 from apply.identifiers import catalog_name
 from apply.internal_tables import ensure_internal_table, vacuum_internal_table
@@ -404,7 +405,7 @@ class StagingTable:
         images = rows.select(*order, "op", "before", "after").mapInArrow(
             functools.partial(_images, tuple(keep), tuple(run.schema.key_indexes()), tuple(c.spark_type for c in columns)),
             ", ".join([*(f"`{c}` {k}" for c, k in _order_types(order)), "image INT", "upsert BOOLEAN",
-                       *(f"c{i} {_source_type(c.spark_type)}" for i, c in enumerate(columns)), "ticdc_deleted BOOLEAN"]),
+                       *(f"c{i} {source_type(c.spark_type)}" for i, c in enumerate(columns)), "ticdc_deleted BOOLEAN"]),
         )
         latest = [F.col(c).desc() for c in order]
         if self._ordering is Ordering.COMMIT_TS:
@@ -430,35 +431,11 @@ def _order_types(order: Sequence[str]) -> list[tuple[str, str]]:
     return [(c, _ORDER_TYPES[c]) for c in order]
 
 
-# Spark types a MERGE source carries as another type (the statement converts them: apply.delta_writer).
-_SOURCE_TYPES = {"VARIANT": "STRING"}
-
-
-def _source_type(spark_type: str) -> str:
-    return _SOURCE_TYPES.get(spark_type, spark_type)
-
-
-def _arrow_type(pa, spark_type: str):
-    """The Arrow type Spark reads as `spark_type` (the product's column types only)."""
-    spark_type = _source_type(spark_type)
-    fixed = {
-        "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(), "BIGINT": pa.int64(),
-        "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "STRING": pa.string(), "BINARY": pa.binary(),
-        "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us", tz="UTC"), "TIMESTAMP_NTZ": pa.timestamp("us"),
-    }
-    if spark_type in fixed:
-        return fixed[spark_type]
-    decimal = re.fullmatch(r"DECIMAL\((\d+),(\d+)\)", spark_type)
-    if decimal:
-        return pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
-    raise ApplyError(f"no Arrow form for column type {spark_type}")
-
-
 def _images(keep: tuple[int, ...], key: tuple[int, ...], types: tuple[str, ...], batches: Iterator) -> Iterator:
     """mapInArrow: each staged row change as the key images it leaves (an UPDATE moving its key: two)."""
     import pyarrow as pa
 
-    value_types = [_arrow_type(pa, t) for t in types]
+    value_types = [arrow_type(pa, t) for t in types]
     for batch in batches:
         yield _batch_images(pa, batch.to_pydict(), keep, key, value_types)
 

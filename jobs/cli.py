@@ -73,6 +73,23 @@ def _replay_parser(sub) -> None:
     replay.add_argument("--dry-run", action="store_true", help="only say what would be done")
 
 
+def _snapshot_parser(sub) -> None:
+    snapshot = sub.add_parser(
+        "snapshot",
+        help="load a Dumpling export as the tables' starting point, applied through its snapshot TSO (stop the job first)",
+    )
+    _job_flags(snapshot)
+    snapshot.add_argument("--from", dest="source", required=True,
+                          help="the export's folder: a local path or any URL Spark reads (s3a://, abfss://, dbfs:/ ...)")
+    snapshot.add_argument("--time-zone", default="UTC",
+                          help="the TiDB session time zone Dumpling ran in (TIMESTAMP values are its wall clock)")
+    snapshot.add_argument("--no-escape-backslash", action="store_true", help="Dumpling ran with --escape-backslash=false")
+    snapshot.add_argument("--no-header", action="store_true", help="Dumpling ran with --no-header (CSV)")
+    snapshot.add_argument("--csv-separator", default=",", help="Dumpling's --csv-separator")
+    snapshot.add_argument("--csv-delimiter", default='"', help="Dumpling's --csv-delimiter")
+    snapshot.add_argument("--csv-null-value", default="\\N", help="Dumpling's --csv-null-value")
+
+
 def _overrides(args: argparse.Namespace) -> dict:
     def flag(name: str):
         return getattr(args, name, None)  # flags a command does not have count as not given
@@ -137,6 +154,25 @@ def _command_replay(args: argparse.Namespace) -> int:
     return print_replay(config_module.load(args.config, _overrides(args)), dry_run=args.dry_run)
 
 
+def _command_snapshot(args: argparse.Namespace) -> int:
+    from jobs.session import get_spark
+    from jobs.snapshot import ExportFormat, SnapshotLoader
+    from schema_cache.options import require_zone
+
+    config = config_module.load(args.config, _overrides(args))
+    require_zone("--time-zone", args.time_zone)
+    export_format = ExportFormat(
+        escape_backslash=not args.no_escape_backslash, csv_separator=args.csv_separator,
+        csv_delimiter=args.csv_delimiter, csv_null_value=args.csv_null_value, csv_header=not args.no_header,
+        time_zone=args.time_zone,
+    )
+    spark = get_spark(config.spark.master, config.spark.conf)
+    outcomes = SnapshotLoader(config, spark, args.source, export_format).load()
+    for outcome in outcomes:
+        print(f"{outcome.table}: {outcome.action} ({outcome.reason})")
+    return 0
+
+
 def _command_demo(args: argparse.Namespace) -> int:
     # The demo's broker, stream and stand-in encoders are not part of the
     # installed product: they live in the repository's testbed/ package.
@@ -157,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     _run_parser(sub)
     _status_parser(sub)
     _replay_parser(sub)
+    _snapshot_parser(sub)
     demo = sub.add_parser("demo", help="local Kafka + sample stream + the job until idle, then print the tables")
     demo.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
     args = parser.parse_args(argv)
@@ -167,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             "run": _command_run,
             "status": _command_status,
             "replay-dead-letters": _command_replay,
+            "snapshot": _command_snapshot,
             "demo": _command_demo,
         }[args.command](args)
     except ConfigError as err:

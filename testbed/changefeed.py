@@ -398,6 +398,12 @@ class Changefeed:
         """The table's column definitions (Simple-style), in order."""
         return list(self._tables[(database, table)].schema["columns"])
 
+    def table_state(self, database: str, table: str) -> tuple[dict, list[dict]]:
+        """The table's Simple-style schema and its rows as TiDB holds them now (copies): what a
+        snapshot of upstream taken at `last_ts` holds."""
+        state = self._tables[(database, table)]
+        return dict(state.schema), [dict(row) for row in state.rows.values()]
+
     def column_names(self, database: str, table: str) -> list[str]:
         return [c["name"] for c in self._tables[(database, table)].schema["columns"]]
 

@@ -1,0 +1,230 @@
+"""Dumpling's data files: records in CSV or SQL INSERT form, and each value's text -> its Python value.
+
+As written by Dumpling (pingcap/tidb dumpling/export/writer_util.go, sql_type.go):
+
+- CSV: fields separated by `,`, strings, temporal, ENUM/SET/JSON and binary values enclosed in `"`,
+  numbers bare, NULL as a bare `\\N`; a header of the column names on every file. With
+  `--escape-backslash` (the default) NUL, CR, LF, `\\` and the delimiter are written `\\0`, `\\r`,
+  `\\n`, `\\\\`, `\\"`, so every record is one line; without it only the delimiter is doubled and a
+  value may span lines. Binary values are their raw bytes.
+- SQL: `INSERT INTO `t` [(columns)] VALUES` then one `(v,...)` tuple per line ending `,` or `;`;
+  strings in `'...'` with the same backslash escapes (plus `\\'`, `\\"`, `\\Z`), or `''` without
+  them; binary and BIT values as `x'<hex>'`; NULL bare.
+
+Records are parsed from bytes, so no value is decoded through a text encoding before its column
+type says how: binary columns keep their exact bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from schema_cache import types
+from schema_cache.codec import ColumnCodec, Converter, ValueContext
+from schema_cache.exceptions import InvalidMessage
+
+_ESCAPES = {ord("0"): b"\0", ord("b"): b"\b", ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t", ord("Z"): b"\x1a"}
+_BACKSLASH = ord("\\")
+
+
+@dataclass(frozen=True)
+class CsvDialect:
+    """Dumpling's CSV flags: --csv-separator, --csv-delimiter, --csv-null-value, --escape-backslash."""
+
+    separator: bytes = b","
+    delimiter: bytes = b'"'
+    null: bytes = b"\\N"
+    escape_backslash: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.separator or len(self.delimiter) > 1 or self.delimiter == self.separator[:1]:
+            raise InvalidMessage(f"unsupported CSV dialect: separator {self.separator!r}, delimiter {self.delimiter!r}")
+
+
+def _unescape(data: bytes, start: int, stop: int) -> bytes:
+    """`data[start:stop]` with its backslash escapes undone (MySQL's: `\\0 \\b \\n \\r \\t \\Z`, else the byte)."""
+    chunk = data[start:stop]
+    if b"\\" not in chunk:
+        return chunk
+    out = bytearray()
+    i = 0
+    while i < len(chunk):
+        byte = chunk[i]
+        if byte == _BACKSLASH and i + 1 < len(chunk):
+            nxt = chunk[i + 1]
+            out += _ESCAPES.get(nxt, bytes((nxt,)))
+            i += 2
+        else:
+            out.append(byte)
+            i += 1
+    return bytes(out)
+
+
+def csv_records(data: bytes, dialect: CsvDialect = CsvDialect()) -> Iterator[list[bytes | None]]:
+    """The records of CSV `data` (one or many lines), each a list of values (None for NULL)."""
+    sep, quote, n = dialect.separator, dialect.delimiter, len(data)
+    i = 0
+    while i < n:
+        if data[i] in b"\r\n":  # line terminators between records (\r\n by default)
+            i += 1
+            continue
+        record: list[bytes | None] = []
+        while True:
+            if quote and data.startswith(quote, i):
+                value, i = _quoted_csv(data, i + 1, quote[0], dialect.escape_backslash)
+                record.append(value)
+            else:
+                end = i
+                while end < n and not data.startswith(sep, end) and data[end] not in b"\r\n":
+                    end += 1
+                raw = data[i:end]
+                record.append(None if raw == dialect.null else (_unescape(data, i, end) if dialect.escape_backslash else raw))
+                i = end
+            if data.startswith(sep, i):
+                i += len(sep)
+                continue
+            if i < n and data[i] not in b"\r\n":
+                raise InvalidMessage(f"unexpected bytes after a CSV value: {data[i:i + 20]!r}")
+            break
+        yield record
+
+
+def _quoted_csv(data: bytes, i: int, quote: int, escape_backslash: bool) -> tuple[bytes, int]:
+    """The value of a delimited field whose body starts at `i`, and the index after its closing delimiter."""
+    start, n = i, len(data)
+    while i < n:
+        byte = data[i]
+        if escape_backslash and byte == _BACKSLASH:
+            i += 2
+            continue
+        if byte == quote:
+            if not escape_backslash and i + 1 < n and data[i + 1] == quote:
+                i += 2  # a doubled delimiter
+                continue
+            body = _unescape(data, start, i) if escape_backslash else data[start:i].replace(bytes((quote, quote)), bytes((quote,)))
+            return body, i + 1
+        i += 1
+    raise InvalidMessage("a CSV value's closing delimiter is missing (a truncated file?)")
+
+
+def sql_columns(header: bytes) -> list[str] | None:
+    """The column list of an `INSERT INTO `t` (`a`,`b`) VALUES` line; None when it has none."""
+    head = header.split(b"VALUES", 1)[0]
+    if b"(" not in head:
+        return None
+    names, i = [], head.index(b"(")
+    while True:
+        start = head.find(b"`", i)
+        if start < 0:
+            return names
+        end = start + 1
+        while True:
+            end = head.index(b"`", end)
+            if head[end + 1:end + 2] == b"`":
+                end += 2
+                continue
+            break
+        names.append(head[start + 1:end].replace(b"``", b"`").decode("utf-8"))
+        i = end + 1
+
+
+def sql_records(data: bytes, escape_backslash: bool = True) -> Iterator[list[bytes | None]]:
+    """The value tuples of SQL `data` (tuple lines alone, or whole files with statements and comments)."""
+    i, n = 0, len(data)
+    while i < n:
+        byte = data[i]
+        if byte == ord("("):
+            record, i = _sql_tuple(data, i + 1, escape_backslash)
+            yield record
+        elif byte == ord("/") and data.startswith(b"/*", i):
+            end = data.find(b"*/", i)
+            i = n if end < 0 else end + 2
+        elif data.startswith(b"INSERT", i):
+            end = data.find(b"VALUES", i)
+            if end < 0:
+                raise InvalidMessage("an INSERT statement without VALUES")
+            i = end + len(b"VALUES")
+        else:
+            i += 1  # separators, whitespace, line terminators
+
+
+def _sql_tuple(data: bytes, i: int, escape_backslash: bool) -> tuple[list[bytes | None], int]:
+    record: list[bytes | None] = []
+    n = len(data)
+    while True:
+        while i < n and data[i] in b" \t":
+            i += 1
+        if i >= n:
+            raise InvalidMessage("a value tuple does not end (a truncated file?)")
+        byte = data[i]
+        if byte == ord("'"):
+            value, i = _sql_string(data, i + 1, escape_backslash)
+        elif byte in b"xX" and data[i + 1:i + 2] == b"'":
+            end = data.index(b"'", i + 2)
+            try:
+                value = bytes.fromhex(data[i + 2:end].decode("ascii"))
+            except ValueError:
+                raise InvalidMessage(f"bad hexadecimal literal {data[i:end + 1][:40]!r}") from None
+            i = end + 1
+        else:
+            end = i
+            while end < n and data[end] not in b",)":
+                end += 1
+            raw = data[i:end].strip()
+            value = None if raw.upper() == b"NULL" else raw
+            i = end
+        record.append(value)
+        if i < n and data[i] == ord(","):
+            i += 1
+            continue
+        if i < n and data[i] == ord(")"):
+            return record, i + 1
+        raise InvalidMessage(f"unexpected bytes in a value tuple: {data[i:i + 20]!r}")
+
+
+def _sql_string(data: bytes, i: int, escape_backslash: bool) -> tuple[bytes, int]:
+    start, n = i, len(data)
+    while i < n:
+        byte = data[i]
+        if escape_backslash and byte == _BACKSLASH:
+            i += 2
+            continue
+        if byte == ord("'"):
+            if i + 1 < n and data[i + 1] == ord("'"):
+                i += 2
+                continue
+            if escape_backslash:
+                return _unescape(data, start, i).replace(b"''", b"'") if b"''" in data[start:i] else _unescape(data, start, i), i + 1
+            return data[start:i].replace(b"''", b"'"), i + 1
+        i += 1
+    raise InvalidMessage("a quoted string does not end (a truncated file?)")
+
+
+# --- values ---------------------------------------------------------------------------
+
+
+def dumpling_value(column: ColumnCodec, context: ValueContext) -> Converter:
+    """Reader (`schema_cache.codec`): a Dumpling value's bytes -> the column's Python value.
+
+    ENUM and SET come as their member names (what the table holds), BIT as its big-endian bytes,
+    TIMESTAMP as wall-clock text in the server's session time zone (`context.zone`), the rest as
+    the server prints them (the text form every protocol's conversion starts from).
+    """
+    t = column.tidb
+    if types.is_binary(t):
+        return bytes
+    if t.name in ("enum", "set"):
+        return _text
+    if t.name == "bit":
+        convert = types.text_converter(t, context.types)
+        return lambda raw: convert(int.from_bytes(raw, "big"))
+    if t.name == "timestamp":
+        zone, options = context.zone, context.types
+        return lambda raw: types.timestamp_in_zone(_text(raw), zone, options)
+    convert = types.text_converter(t, context.types)
+    return lambda raw: convert(_text(raw))
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8")
