@@ -265,7 +265,7 @@ class Applier:
             changes = collapse(rows, by_commit_ts=self._ordering is Ordering.COMMIT_TS)
         schema, changes = self._project(state, table, rows[-1].schema, changes)
         point = self._point_after(state, rows, through_ts)
-        self._writer.merge(table, schema, changes, point, into_empty=state.empty)
+        self._writer.merge(table, schema, changes, point, into_empty=state.empty, note=self._first_ts(min(r.commit_ts for r in rows)))
         state.empty = state.empty and all(c.deleted for c in changes)
         state.point = point
         self._summary.merges += 1
@@ -294,7 +294,8 @@ class Applier:
                 changes = run.net_changes(keep, self._after(state))
             last = i == len(runs) - 1
             point = self._run_point(state, run, through_ts if last else run.commit_ts)
-            self._writer.merge_frame(table, schema, changes, point, into_empty=state.empty)
+            self._writer.merge_frame(table, schema, changes, point, into_empty=state.empty,
+                                     note=self._first_ts(run.min_commit_ts))
             state.empty = state.empty and not run.has_upserts
             state.point = point
             self._summary.merges += 1
@@ -304,6 +305,11 @@ class Applier:
                     self._summary.row_events[table, op] += count
         self._summary.tables.add(table)
         log.debug("%s: merged %d staged runs, applied through %s", table, len(runs), state.point)
+
+    def _first_ts(self, commit_ts: int) -> dict | None:
+        """The note saying the commit holds no change before `commit_ts` (commitTs ordering): the version before
+        it is then also the table as upstream had it up to there (`apply.as_of`)."""
+        return {"firstTs": commit_ts} if self._ordering is Ordering.COMMIT_TS and commit_ts > 0 else None
 
     def _run_point(self, state: _TableState, run: StagedRun, through_ts: int | None) -> AppliedPoint:
         if self._ordering is Ordering.OFFSET:

@@ -90,6 +90,18 @@ def _snapshot_parser(sub) -> None:
     snapshot.add_argument("--csv-null-value", default="\\N", help="Dumpling's --csv-null-value")
 
 
+def _as_of_parser(sub) -> None:
+    as_of = sub.add_parser(
+        "as-of", help="the Delta version of each table that holds upstream as of a commitTs or time, consistently"
+    )
+    _job_flags(as_of)
+    point = as_of.add_mutually_exclusive_group(required=True)
+    point.add_argument("--commit-ts", type=int, help="an upstream commitTs (TSO)")
+    point.add_argument("--time", help="an upstream time, ISO 8601 (without a zone: UTC)")
+    as_of.add_argument("--tables", help="<database>.<table>, comma-separated (default: the consumer's tables)")
+    as_of.add_argument("--json", action="store_true", help="print JSON")
+
+
 def _overrides(args: argparse.Namespace) -> dict:
     def flag(name: str):
         return getattr(args, name, None)  # flags a command does not have count as not given
@@ -173,6 +185,13 @@ def _command_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command_as_of(args: argparse.Namespace) -> int:
+    from jobs.as_of import parse_point, parse_tables, print_as_of
+
+    config = config_module.load(args.config, _overrides(args))
+    return print_as_of(config, parse_point(args.commit_ts, args.time), parse_tables(args.tables), as_json=args.json)
+
+
 def _command_demo(args: argparse.Namespace) -> int:
     # The demo's broker, stream and stand-in encoders are not part of the
     # installed product: they live in the repository's testbed/ package.
@@ -194,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     _status_parser(sub)
     _replay_parser(sub)
     _snapshot_parser(sub)
+    _as_of_parser(sub)
     demo = sub.add_parser("demo", help="local Kafka + sample stream + the job until idle, then print the tables")
     demo.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
     args = parser.parse_args(argv)
@@ -205,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             "status": _command_status,
             "replay-dead-letters": _command_replay,
             "snapshot": _command_snapshot,
+            "as-of": _command_as_of,
             "demo": _command_demo,
         }[args.command](args)
     except ConfigError as err:

@@ -1,0 +1,58 @@
+"""Which version of each table holds upstream at a commitTs, for one table and consistently for several."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from apply.as_of import ExactSpan, commit_ts_at, consistent_point, exact_spans
+from apply.progress import AppliedPoint, AppliedVersion, PendingBackfill, upstream_time
+from schema_cache.events import TopicPartition
+from schema_cache.exceptions import ApplyError
+
+_AT = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _version(version: int, applied: int | None, first: int | None = None, *, pending: bool = False) -> AppliedVersion:
+    return AppliedVersion(
+        version, _AT, "MERGE", None if applied is None else AppliedPoint(ts=applied),
+        PendingBackfill("ddl", ("c",)) if pending else None, {"firstTs": first} if first is not None else None,
+    )
+
+
+def test_a_version_holds_upstream_until_the_next_versions_oldest_change():
+    # Setup: v0 create (unmarked), v1 through 10, v2 (oldest change 15) through 20, v3 a DDL step with a
+    # pending backfill, v4 (no firstTs: a DDL or an older release's commit) through 30, v5 (firstTs 41) through 50.
+    history = [_version(5, 50, 41), _version(4, 30), _version(3, 25, pending=True), _version(2, 20, 15),
+               _version(1, 10, 1), _version(0, None)]
+    # Expect: v1 from 10 up to 14; v2 only at 20 (the pending step follows it); v4 from 30 to 40; v5 at 50.
+    assert exact_spans(history) == [ExactSpan(1, 10, 14), ExactSpan(2, 20, 20), ExactSpan(4, 30, 40), ExactSpan(5, 50, 50)]
+
+
+def test_tables_applied_in_offset_order_are_refused():
+    entry = AppliedVersion(1, _AT, "MERGE", AppliedPoint.at_offsets({TopicPartition("t", 0): 5}))
+    with pytest.raises(ApplyError, match="offset order"):
+        exact_spans([entry])
+
+
+def test_the_consistent_point_is_the_newest_every_table_holds_exactly():
+    spans = {
+        "a": [ExactSpan(1, 10, 14), ExactSpan(2, 20, 29), ExactSpan(3, 30, 30)],
+        "b": [ExactSpan(7, 12, 22), ExactSpan(8, 25, 25)],
+    }
+    assert consistent_point(spans, 100).commit_ts == 25 and consistent_point(spans, 100).versions == {"a": 2, "b": 8}
+    assert consistent_point(spans, 24).commit_ts == 22 and consistent_point(spans, 24).versions == {"a": 2, "b": 7}
+    assert consistent_point(spans, 19).commit_ts == 14 and consistent_point(spans, 19).versions == {"a": 1, "b": 7}
+    assert consistent_point(spans, 13).commit_ts == 13
+    with pytest.raises(ApplyError, match="no commitTs at or before 11"):
+        consistent_point(spans, 11)
+    with pytest.raises(ApplyError, match="c: no version"):
+        consistent_point({**spans, "c": []}, 100)
+
+
+def test_a_time_means_every_commit_in_its_millisecond():
+    ts = commit_ts_at(dt.datetime(2026, 3, 1, 12, 0, 0, 5000, tzinfo=dt.timezone.utc))
+    assert upstream_time(ts) == dt.datetime(2026, 3, 1, 12, 0, 0, 5000, tzinfo=dt.timezone.utc)
+    assert upstream_time(ts + 1) > upstream_time(ts)
+    assert commit_ts_at(dt.datetime(2026, 3, 1, 12, 0, 0, 5000)) == ts  # naive: UTC
