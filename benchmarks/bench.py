@@ -52,7 +52,7 @@ from benchmarks import streams  # noqa: E402
 from schema_cache.events import RawMessage  # noqa: E402
 
 ENGINE_PARTITIONS = 4  # an even share per core of the 2-core machine
-SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory", "engines")
+SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory", "engines", "snapshot")
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -630,6 +630,45 @@ def bench_engines(args, lake: Lake) -> None:
     lake.spark = get_spark("local[*]", packages=[kafka_source_package()])
 
 
+def bench_snapshot(args, lake: Lake) -> None:
+    """`ticdc-delta snapshot` of a Dumpling export vs Spark's own CSV reader appending the same rows."""
+    from jobs import config as config_module
+    from jobs.snapshot import SnapshotLoader
+    from testbed.dumpling import write_export
+    from tests.workloads import item, items_feed
+
+    rows = args.snapshot_rows
+    section(f"snapshot: a Dumpling export of {rows:,} rows (files of 50,000), loaded into a new table")
+    feed = items_feed()
+    with feed.transaction() as txn:
+        for i in range(rows):
+            txn.insert("shop", "items", item(i, price=f"{i % 1000}.25"))
+    exports = {kind: lake.work / f"export-{kind}" for kind in ("csv", "sql")}
+    for kind, folder in exports.items():
+        write_export(feed, folder, fmt=kind, rows_per_file=50_000)
+    spark = lake.spark
+
+    def load(kind: str) -> Callable[[], None]:
+        def run() -> None:
+            config = config_module.from_mapping({"kafka": {"bootstrap_servers": lake.broker.bootstrap_servers,
+                                                           "topics": ["unused"], "group_id": "snapshot"},
+                                                 "target": {"path": lake.path(f"snapshot-{kind}")}})
+            SnapshotLoader(config, spark, str(exports[kind])).load()
+        return run
+
+    def spark_csv() -> None:
+        files = sorted(str(f) for f in exports["csv"].glob("shop.items.*.csv"))
+        frame = spark.read.csv(files, header=True, nullValue="\\N", escape="\\").selectExpr(
+            "CAST(id AS INT) id", "name", "CAST(price AS DECIMAL(10,2)) price", "CAST(updated AS TIMESTAMP) updated")
+        frame.write.format("delta").save(lake.path("spark-csv"))
+
+    times = interleaved({"csv": load("csv"), "sql": load("sql"), "spark-csv": spark_csv}, args.repeats)
+    print(f"  snapshot of the CSV export         {fmt(times['csv'])}   {rows / min(times['csv']):>9,.0f} rows/s")
+    print(f"  snapshot of the SQL export         {fmt(times['sql'])}   {rows / min(times['sql']):>9,.0f} rows/s")
+    print(f"  Spark's CSV reader + Delta append  {fmt(times['spark-csv'])}   {rows / min(times['spark-csv']):>9,.0f} rows/s")
+    row("snapshot (CSV) vs Spark's CSV reader and a plain append", times["csv"], times["spark-csv"], "<= 3x")
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
@@ -642,6 +681,7 @@ def main() -> int:
     parser.add_argument("--memory-events", type=int, default=1_000_000)
     parser.add_argument("--engine-events", type=int, default=1_000_000, help="row events of the engines section")
     parser.add_argument("--engine-repeats", type=int, default=1, help="runs per configuration in the engines section")
+    parser.add_argument("--snapshot-rows", type=int, default=200_000, help="rows of the snapshot section's export")
     parser.add_argument("--txn-merges", type=int, default=10, help="MERGEs timed for the per-transaction row")
     parser.add_argument(
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE",
@@ -672,7 +712,7 @@ def main() -> int:
         try:
             for name in spark_sections:
                 {"e2e": bench_e2e, "handwritten": bench_handwritten, "table-size": bench_table_size, "features": bench_features,
-                 "memory": bench_memory, "engines": bench_engines}[name](args, lake)
+                 "memory": bench_memory, "engines": bench_engines, "snapshot": bench_snapshot}[name](args, lake)
         finally:
             lake.close()
     return 0

@@ -185,8 +185,8 @@ class SnapshotLoader:
             log.info("%s: already applied through %d (the export's TSO %d or later): left as it is", name, applied, tso)
             return TableOutcome(str(name), "skipped", f"applied through {applied}")
         frame = self._frame(table, codec, [files[f] for f in table.data_files]) if table.data_files else None
-        if not progress.exists:
-            self._registry.register([name])
+        # Registered as the consumer's before it is created (as the job does), or added if it existed unregistered.
+        self._registry.register([] if progress.exists else [name], existing=[name] if progress.exists else [])
         # Two commits: the replacement marked as loading, then the rows applied through the TSO.
         self._writer.create(name, codec.schema, None, replace=progress.exists, note={"snapshotLoading": tso})
         if frame is None:

@@ -119,7 +119,8 @@ def test_exploring_the_topic_counts_every_change_and_shows_no_lag(run_notebook, 
 
 def test_history_lists_applied_commit_ts_and_reads_the_table_before_its_alter(run_notebook):
     # Expect: versions newest first with their applied commitTs; as of just before the ALTER the
-    # table has no `tier` column, as of the ALTER it has.
+    # table has no `tier` column, as of the ALTER it has; customers and orders read consistently at a
+    # commitTs no newer than the ALTER's.
     notebook = run_notebook("02_table_history.ipynb")
 
     versions = [int(line.split()[0]) for line in output(notebook, "history").splitlines()[1:]]
@@ -128,6 +129,9 @@ def test_history_lists_applied_commit_ts_and_reads_the_table_before_its_alter(ru
     before, after = re.findall(r"columns (\[.*?\])", as_of)
     assert "tier" not in before and before.startswith("['id', 'name', 'balance', 'signed_up'")
     assert after.endswith("'tier']")
+    consistent = output(notebook, "consistent")
+    asked, landed = map(int, re.findall(r"commitTs (\d+)", consistent)[:2])
+    assert landed <= asked and consistent.count("VERSION AS OF") == 2
 
 
 def test_dead_letters_are_made_and_replayed_only_where_safe(run_notebook, demo, spark):
