@@ -72,7 +72,7 @@ def test_snapshot_then_stream_gives_the_upstream_tables(spark, kafka, tmp_path, 
     # export at TSO after three transactions (in 4-row files), the topic holding the last two of them,
     # a BOOTSTRAP, then changes after the TSO (one to a row also changed before it) and ADD COLUMN.
     # `ticdc-delta snapshot`, then the job; then `snapshot` again.
-    # Expect: both tables equal upstream, the types table equal to the same table materialized from
+    # Expect: both tables equal upstream, the types table (CSV) equal to the same table materialized from
     # the whole stream alone (the same Spark types and values); the 3 row changes at or before the TSO
     # skipped as replays; every version after the snapshot's applied above the TSO; the second
     # `snapshot` leaves every table as it is.
@@ -90,10 +90,11 @@ def test_snapshot_then_stream_gives_the_upstream_tables(spark, kafka, tmp_path, 
     result = run_job(spark, kafka, topic, target, group)
 
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL + ", stock INT")
-    publish(kafka, full_topic, feed.messages)
-    run_job(spark, kafka, full_topic, str(tmp_path / "streamed"), f"full-{unique}")
-    assert_df_equality(table_frame(spark, target, "shop", "all_types"),
-                       table_frame(spark, str(tmp_path / "streamed"), "shop", "all_types"), ignore_row_order=True)
+    if fmt == "csv":  # the types table as the whole stream alone makes it (the SQL form's values: the unit tests)
+        publish(kafka, full_topic, feed.messages)
+        run_job(spark, kafka, full_topic, str(tmp_path / "streamed"), f"full-{unique}")
+        assert_df_equality(table_frame(spark, target, "shop", "all_types"),
+                           table_frame(spark, str(tmp_path / "streamed"), "shop", "all_types"), ignore_row_order=True)
     assert result.replays_skipped == replays
     name = PathLocator(target).sql_name(TableName("shop", "items"))
     history = applied_history(spark, name)
