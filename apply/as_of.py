@@ -7,9 +7,10 @@ at every point up to the next version's oldest change: the table did not change 
 
 A consistent read of several tables at T picks the newest point T* <= T (and no newer than any
 table's newest applied point) at which every table has such a version, and reads each at it. Where
-a commit does not say its oldest change (DDL, snapshot loads, commits of earlier releases), its
-predecessor counts only at its own applied point: T* may then be older than it could be, never
-inconsistent.
+a commit does not say its oldest change (DDL, structure alignments, snapshot loads, commits of
+earlier releases), its predecessor counts only at its own applied point: T* may then be older than
+it could be. "Exactly" assumes the job applied every change: a dead-lettered one is missing from
+the versions until it is replayed.
 """
 
 from __future__ import annotations
@@ -21,13 +22,17 @@ from dataclasses import dataclass
 from apply.progress import AppliedVersion, applied_history
 from schema_cache.exceptions import ApplyError
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+# Commits that change neither rows nor structure: a version before them holds on across them.
+_MAINTENANCE = {"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES"}
+
 
 def commit_ts_at(moment: dt.datetime) -> int:
     """The newest TSO of upstream wall-clock time `moment` (aware; naive means UTC): a read "as of"
     a time includes every commit made in its millisecond."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.timezone.utc)
-    milliseconds = int(moment.timestamp() * 1000)
+    milliseconds = (moment - _EPOCH) // dt.timedelta(milliseconds=1)  # exact: no float on the way
     return ((milliseconds + 1) << 18) - 1
 
 
@@ -53,7 +58,9 @@ def exact_spans(history: Sequence[AppliedVersion]) -> list[ExactSpan]:
             if isinstance(first, int) and first > entry.applied_ts:
                 high = first - 1
             spans.append(ExactSpan(entry.version, entry.applied_ts, high))
-        if entry.point is not None or entry.pending is not None:
+        if entry.operation not in _MAINTENANCE:
+            # Any other commit may change what a read sees, marked or not (a structure aligned to rows
+            # before a MERGE, a held DDL's evolution): without a firstTs, the version before it ends at its point.
             following = entry
     spans.reverse()
     return spans
@@ -89,7 +96,8 @@ def consistent_point(spans: Mapping[str, Sequence[ExactSpan]], commit_ts: int) -
     for point in candidates:
         versions = {}
         for name, table_spans in spans.items():
-            found = next((s for s in table_spans if s.low <= point <= s.high), None)
+            # The newest version holding the point (a dead-letter replay adds one at the same applied point).
+            found = next((s for s in reversed(table_spans) if s.low <= point <= s.high), None)
             if found is None:
                 break
             versions[name] = found.version

@@ -17,24 +17,26 @@ from __future__ import annotations
 
 import gzip
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from pyspark.sql import functions as F
 
-from apply.arrow_types import arrow_type, source_type
+from apply.arrow_types import source_type
 from apply.delta_writer import DeltaWriter
 from apply.metrics import PhaseTimes
-from apply.progress import AppliedPoint
+from apply.progress import AppliedPoint, applied_history
 from apply.sql_session import SqlSession
 from apply.table_registry import TableRegistry
 from jobs.config import Config
 from jobs.pipeline import locator_for
+from jobs.snapshot_rows import RowSpec, typed_batches
 from schema_cache.codec import RowCodec, ValueContext
 from schema_cache.dumpling.create_table import parse_create_table
 from schema_cache.dumpling.layout import ExportTable, export_tables, snapshot_tso
-from schema_cache.dumpling.values import CsvDialect, csv_records, sql_columns, sql_records
-from schema_cache.events import Ordering
+from schema_cache.dumpling.values import CsvDialect, csv_records, sql_columns
+from schema_cache.events import Ordering, TableName
 from schema_cache.exceptions import ConfigError, InvalidMessage, MaterializerError
 
 log = logging.getLogger(__name__)
@@ -68,59 +70,6 @@ class TableOutcome:
     reason: str
 
 
-@dataclass(frozen=True)
-class _Spec:
-    """What the executors need to turn a table's data lines into typed columns (pickled to them)."""
-
-    codec: RowCodec
-    names: tuple[str, ...] | None  # the files' column order (CSV header, INSERT column list); None: the table's
-    format: str
-    dialect: CsvDialect
-    skip_header: bool
-
-
-def _records(spec: _Spec, data: bytes):
-    if spec.format == "csv":
-        return csv_records(data, spec.dialect)
-    return sql_records(data, spec.dialect.escape_backslash)
-
-
-def _typed_batches(spec: _Spec, batches):
-    """mapInArrow: data lines (or whole files) -> the table's columns c0.. and ticdc_deleted (False)."""
-    import pyarrow as pa
-
-    schema = spec.codec.schema
-    value_types = [arrow_type(pa, c.spark_type) for c in schema.columns]
-    names = list(spec.names or schema.column_names())
-    headers_seen: set[str] = set()
-    for batch in batches:
-        columns: list[list] = [[] for _ in schema.columns]
-        for data, path, block in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
-            try:
-                _add_rows(spec, names, columns, _records(spec, data), skip_header=(
-                    spec.skip_header and block == 0 and path not in headers_seen))
-            except InvalidMessage as err:
-                raise InvalidMessage(f"{path}: {err} (in {data[:80]!r})") from None
-            if block == 0:
-                headers_seen.add(path)
-        arrays = [pa.array(v, type=t) for v, t in zip(columns, value_types, strict=True)]
-        arrays.append(pa.array([False] * (len(columns[0]) if columns else 0), type=pa.bool_()))
-        yield pa.RecordBatch.from_arrays(arrays, names=[*(f"c{i}" for i in range(len(columns))), "ticdc_deleted"])
-
-
-def _add_rows(spec: _Spec, names: list[str], columns: list[list], records, *, skip_header: bool) -> None:
-    if skip_header:
-        header = next(records, None)
-        found = [v.decode("utf-8") if v is not None else None for v in header or ()]
-        if found != names:
-            raise InvalidMessage(f"its CSV header {found} differs from the first file's {names}")
-    for record in records:
-        if len(record) != len(names):
-            raise InvalidMessage(f"a record of {len(record)} values for {len(names)} columns")
-        for slot, value in enumerate(spec.codec.row(dict(zip(names, record, strict=True)))):
-            columns[slot].append(value)
-
-
 class SnapshotLoader:
     """Loads one Dumpling export into the configured target (path or catalog tables)."""
 
@@ -136,20 +85,29 @@ class SnapshotLoader:
         self._source = source.rstrip("/")
         self._format = export_format
         self._context = ValueContext(config.types, export_format.time_zone)
-        locator = locator_for(config)
+        locator = self._locator = locator_for(config)
         self._writer = DeltaWriter(self._sql, locator, PhaseTimes(), table_features=config.target.table_features)
         self._registry = TableRegistry(self._sql, locator, config.kafka.group_id)
 
     def _files(self) -> dict[str, str]:
-        """The export folder's files: name -> full path, as Spark's file systems list them."""
+        """The export folder's files: name -> full path, every one (Hadoop's listing of the folder)."""
         try:
-            rows = self._spark.read.format("binaryFile").load(self._source).select("path").collect()
+            jvm = self._spark.sparkContext._jvm
+            folder = jvm.org.apache.hadoop.fs.Path(self._source)
+            statuses = folder.getFileSystem(self._spark.sparkContext._jsc.hadoopConfiguration()).listStatus(folder)
+            return {status.getPath().getName(): status.getPath().toString() for status in statuses if status.isFile()}
+        except Exception as err:  # noqa: BLE001 - no JVM here (Spark Connect), or the folder's error: said below
+            jvm_error = err
+        try:
+            # Spark Connect: its file listing hides names starting with "_" or "." (a database named so is missed).
+            log.warning("listing %s with Spark's binaryFile source: files named _* or .* are not seen", self._source)
+            rows = self._spark.read.format("binaryFile").load(_literal(self._source)).select("path").collect()
         except Exception as err:  # Spark's error for a missing folder differs between releases
-            raise SnapshotError(f"cannot list the export at {self._source}: {str(err).splitlines()[0]}") from err
+            raise SnapshotError(f"cannot list the export at {self._source}: {str(jvm_error).splitlines()[0]}") from err
         return {PurePosixPath(r["path"]).name: r["path"] for r in rows}
 
     def _contents(self, paths: list[str]) -> dict[str, bytes]:
-        rows = self._spark.read.format("binaryFile").load(paths).select("path", "content").collect()
+        rows = self._spark.read.format("binaryFile").load([_literal(p) for p in paths]).select("path", "content").collect()
         out = {}
         for row in rows:
             content = bytes(row["content"])
@@ -184,6 +142,8 @@ class SnapshotLoader:
         if progress.snapshot_loading is None and applied is not None and applied >= tso:
             log.info("%s: already applied through %d (the export's TSO %d or later): left as it is", name, applied, tso)
             return TableOutcome(str(name), "skipped", f"applied through {applied}")
+        if progress.snapshot_loading is not None:
+            self._refuse_going_back(name, tso)
         frame = self._frame(table, codec, [files[f] for f in table.data_files]) if table.data_files else None
         # Registered as the consumer's before it is created (as the job does), or added if it existed unregistered.
         self._registry.register([] if progress.exists else [name], existing=[name] if progress.exists else [])
@@ -205,28 +165,59 @@ class SnapshotLoader:
     def _frame(self, table: ExportTable, codec: RowCodec, paths: list[str]):
         fmt = self._format
         whole = not fmt.escape_backslash  # values may then span lines: a file is parsed as a whole
-        lines = self._spark.read.text(paths, wholetext=whole).select(
+        lines = self._spark.read.text([_literal(p) for p in paths], wholetext=whole).select(
             F.col("value").cast("binary"), F.col("_metadata.file_path"), F.col("_metadata.file_block_start")
         )
-        names = self._column_order(table, paths[0])
-        spec = _Spec(codec, names, table.format, fmt.dialect(), table.format == "csv" and fmt.csv_header)
+        names = self._column_order(table, paths[0], codec)
+        spec = RowSpec(codec, names, table.format, fmt.dialect(), table.format == "csv" and fmt.csv_header)
         schema = ", ".join([*(f"c{i} {source_type(c.spark_type)}" for i, c in enumerate(codec.schema.columns)),
                             "ticdc_deleted BOOLEAN"])
-        return lines.mapInArrow(lambda batches: _typed_batches(spec, batches), schema)
+        return lines.mapInArrow(lambda batches: typed_batches(spec, batches), schema)
 
-    def _column_order(self, table: ExportTable, first: str) -> tuple[str, ...] | None:
+    def _column_order(self, table: ExportTable, first: str, codec: RowCodec) -> tuple[str, ...] | None:
         """The data files' column order: the CSV header, or an INSERT's column list; None: the table's."""
-        lines = self._spark.read.text(first).select(F.col("value").cast("binary").alias("v"))
+        lines = self._spark.read.text(_literal(first)).select(F.col("value").cast("binary").alias("v"))
         if table.format == "csv":
             if not self._format.csv_header:
                 return None
             head = lines.limit(1).collect()
             record = next(csv_records(bytes(head[0]["v"]), self._format.dialect()), None) if head else None
-            if not record or any(v is None for v in record):
-                raise SnapshotError(f"{first}: no CSV header (Dumpling writes one unless --no-header; say --no-header)")
-            return tuple(v.decode("utf-8") for v in record)
-        head = lines.where(F.col("v").startswith(F.lit(b"INSERT"))).limit(1).collect()
-        return None if not head else (tuple(sql_columns(bytes(head[0]["v"])) or ()) or None)
+            names = tuple(v.decode("utf-8", errors="replace") for v in record if v is not None) if record else ()
+            what = "CSV header"
+        else:
+            head = lines.where(F.col("v").startswith(F.lit(b"INSERT"))).limit(1).collect()
+            try:
+                listed = sql_columns(bytes(head[0]["v"])) if head else None
+            except InvalidMessage as err:
+                raise SnapshotError(f"{first}: {err}") from err
+            if listed is None:
+                return None
+            names, what = tuple(listed), "INSERT column list"
+        # Every column once, no other (a header missing here is a data row taken for one: --no-header).
+        if sorted(n.lower() for n in names) != sorted(n.lower() for n in codec.schema.column_names()):
+            raise SnapshotError(
+                f"{first}: its {what} {list(names)} does not name the table's columns {list(codec.schema.column_names())}"
+                + (" (exported with --no-header? say --no-header)" if what == "CSV header" else "")
+            )
+        return names
+
+    def _refuse_going_back(self, table: TableName, tso: int) -> None:
+        """A table whose load was interrupted may have been applied further before it: Delta keeps the
+        stream's transaction ids across the replacement, so an older snapshot would have the stream's
+        next MERGEs skipped as already written."""
+        newest = max((h.applied_ts for h in applied_history(self._sql, self._locator.sql_name(table))
+                      if h.applied_ts is not None), default=None)
+        if newest is not None and newest > tso:
+            raise SnapshotError(
+                f"{table} was applied through commitTs {newest} before a snapshot load replaced it; an export at TSO "
+                f"{tso} is older: load an export at {newest} or later, or drop the table first"
+            )
+
+
+def _literal(path: str) -> str:
+    """`path` with Hadoop's glob characters escaped: Spark reads paths as patterns, and Dumpling leaves
+    `[ ] { }` in file names as they are."""
+    return re.sub(r"([\[\]{}*?])", r"\\\1", path)
 
 
 def _cause(err: Exception) -> str:

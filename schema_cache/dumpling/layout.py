@@ -18,6 +18,11 @@ _SCHEMA_FILE = re.compile(r"([^.]+)\.([^.]+)-schema\.sql(\.gz)?")
 _VIEW_FILE = re.compile(r"([^.]+)\.([^.]+)-schema-view\.sql(\.gz)?")
 _DATA_FILE = re.compile(r"([^.]+)\.([^.]+)\.(\d+)\.(csv|sql)(\.gz)?")
 _UNREADABLE = re.compile(r"[^.]+\.[^.]+\.\d+\.(csv|sql)\.(zst|snappy)")
+# Files with nothing to load: the database's CREATE, views' and other objects' definitions.
+_NOTHING_TO_LOAD = re.compile(
+    r"metadata|[^.]+-schema-create\.sql|[^.]+\.[^.]+-schema-(?:view|sequence|triggers|post)\.sql"
+    r"|[^.]+-placement-policy-create\.sql|[^.]+-schema-post\.sql"
+)
 
 
 def snapshot_tso(metadata: str) -> int:
@@ -65,7 +70,14 @@ def export_tables(file_names: list[str]) -> list[ExportTable]:
             raise ConfigError(f"{name}: zstd and snappy compressed exports are not read; decompress them or export with -c gzip")
         data = _DATA_FILE.fullmatch(name)
         if data is None:
-            continue
+            base = name.removesuffix(".gz")
+            if _SCHEMA_FILE.fullmatch(name) or _VIEW_FILE.fullmatch(name) or _NOTHING_TO_LOAD.fullmatch(base):
+                continue
+            # Never skip what is not understood: a table would be loaded empty and the stream's older changes skipped.
+            raise ConfigError(
+                f"{name}: not a file of a Dumpling export in CSV or SQL form with the default file names "
+                "(parquet exports and --output-filename-template are not read)"
+            )
         table = tables.get((data.group(1), data.group(2)))
         if table is None:
             raise ConfigError(f"{name}: a data file without its table's schema file ({data.group(1)}.{data.group(2)}-schema.sql)")
@@ -73,4 +85,8 @@ def export_tables(file_names: list[str]) -> list[ExportTable]:
             raise ConfigError(f"{table.name}: data files in both CSV and SQL form")
         table.format = data.group(4)
         table.data_files.append(name)
+    if tables and not any(t.data_files for t in tables.values()):
+        # An export of empty tables only is possible, but one made with --no-data is far likelier: loading it
+        # would replace every table with an empty one applied through the TSO.
+        raise ConfigError("the export has no data file at all (made with --no-data?): nothing would be loaded")
     return [tables[k] for k in sorted(tables)]

@@ -38,7 +38,8 @@ class CsvDialect:
     escape_backslash: bool = True
 
     def __post_init__(self) -> None:
-        if not self.separator or len(self.delimiter) > 1 or self.delimiter == self.separator[:1]:
+        # An empty delimiter (values unquoted, separators inside them escaped) is not read: refused, not misread.
+        if not self.separator or len(self.delimiter) != 1 or self.delimiter == self.separator[:1]:
             raise InvalidMessage(f"unsupported CSV dialect: separator {self.separator!r}, delimiter {self.delimiter!r}")
 
 
@@ -108,25 +109,42 @@ def _quoted_csv(data: bytes, i: int, quote: int, escape_backslash: bool) -> tupl
     raise InvalidMessage("a CSV value's closing delimiter is missing (a truncated file?)")
 
 
+def _values_keyword(data: bytes, start: int) -> int:
+    """The index after the `VALUES` keyword of the INSERT statement at `start` (names in backquotes skipped)."""
+    i, n = start, len(data)
+    while i < n:
+        if data[i] == ord("`"):
+            i += 1
+            while i < n and not (data[i] == ord("`") and data[i + 1:i + 2] != b"`"):
+                i += 2 if data[i] == ord("`") else 1
+            i += 1
+        elif data.startswith(b"VALUES", i):
+            return i + len(b"VALUES")
+        else:
+            i += 1
+    raise InvalidMessage("an INSERT statement without VALUES")
+
+
 def sql_columns(header: bytes) -> list[str] | None:
     """The column list of an `INSERT INTO `t` (`a`,`b`) VALUES` line; None when it has none."""
-    head = header.split(b"VALUES", 1)[0]
-    if b"(" not in head:
-        return None
-    names, i = [], head.index(b"(")
-    while True:
-        start = head.find(b"`", i)
-        if start < 0:
-            return names
-        end = start + 1
-        while True:
-            end = head.index(b"`", end)
-            if head[end + 1:end + 2] == b"`":
-                end += 2
-                continue
-            break
-        names.append(head[start + 1:end].replace(b"``", b"`").decode("utf-8"))
-        i = end + 1
+    head = header[:_values_keyword(header, 0)]
+    names, i, depth = [], 0, 0
+    while i < len(head):
+        byte = head[i]
+        if byte == ord("`"):
+            end = i + 1
+            while end < len(head) and not (head[end] == ord("`") and head[end + 1:end + 2] != b"`"):
+                end += 2 if head[end] == ord("`") else 1
+            if depth == 1:
+                try:
+                    names.append(head[i + 1:end].replace(b"``", b"`").decode("utf-8"))
+                except UnicodeDecodeError as err:
+                    raise InvalidMessage(f"a column name that is not UTF-8: {err}") from None
+            i = end + 1
+            continue
+        depth += (byte == ord("(")) - (byte == ord(")"))
+        i += 1
+    return names or None
 
 
 def sql_records(data: bytes, escape_backslash: bool = True) -> Iterator[list[bytes | None]]:
@@ -141,10 +159,7 @@ def sql_records(data: bytes, escape_backslash: bool = True) -> Iterator[list[byt
             end = data.find(b"*/", i)
             i = n if end < 0 else end + 2
         elif data.startswith(b"INSERT", i):
-            end = data.find(b"VALUES", i)
-            if end < 0:
-                raise InvalidMessage("an INSERT statement without VALUES")
-            i = end + len(b"VALUES")
+            i = _values_keyword(data, i)
         else:
             i += 1  # separators, whitespace, line terminators
 
@@ -194,9 +209,9 @@ def _sql_string(data: bytes, i: int, escape_backslash: bool) -> tuple[bytes, int
             if i + 1 < n and data[i + 1] == ord("'"):
                 i += 2
                 continue
-            if escape_backslash:
-                return _unescape(data, start, i).replace(b"''", b"'") if b"''" in data[start:i] else _unescape(data, start, i), i + 1
-            return data[start:i].replace(b"''", b"'"), i + 1
+            # Dumpling doubles a quote only without backslash escapes; MySQL reads both forms either way.
+            body = _unescape(data, start, i) if escape_backslash else data[start:i]
+            return body.replace(b"''", b"'") if b"''" in data[start:i] else body, i + 1
         i += 1
     raise InvalidMessage("a quoted string does not end (a truncated file?)")
 

@@ -14,9 +14,10 @@ from schema_cache.exceptions import ApplyError
 _AT = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def _version(version: int, applied: int | None, first: int | None = None, *, pending: bool = False) -> AppliedVersion:
+def _version(version: int, applied: int | None, first: int | None = None, *, pending: bool = False,
+             operation: str = "MERGE") -> AppliedVersion:
     return AppliedVersion(
-        version, _AT, "MERGE", None if applied is None else AppliedPoint(ts=applied),
+        version, _AT, operation, None if applied is None else AppliedPoint(ts=applied),
         PendingBackfill("ddl", ("c",)) if pending else None, {"firstTs": first} if first is not None else None,
     )
 
@@ -24,10 +25,14 @@ def _version(version: int, applied: int | None, first: int | None = None, *, pen
 def test_a_version_holds_upstream_until_the_next_versions_oldest_change():
     # Setup: v0 create (unmarked), v1 through 10, v2 (oldest change 15) through 20, v3 a DDL step with a
     # pending backfill, v4 (no firstTs: a DDL or an older release's commit) through 30, v5 (firstTs 41) through 50.
-    history = [_version(5, 50, 41), _version(4, 30), _version(3, 25, pending=True), _version(2, 20, 15),
+    # v6 an OPTIMIZE, v7 an unmarked structure alignment, v8 (firstTs 70) through 80.
+    history = [_version(8, 80, 70), _version(7, None, operation="ADD COLUMNS"), _version(6, None, operation="OPTIMIZE"),
+               _version(5, 50, 41), _version(4, 30), _version(3, 25, pending=True), _version(2, 20, 15),
                _version(1, 10, 1), _version(0, None)]
-    # Expect: v1 from 10 up to 14; v2 only at 20 (the pending step follows it); v4 from 30 to 40; v5 at 50.
-    assert exact_spans(history) == [ExactSpan(1, 10, 14), ExactSpan(2, 20, 20), ExactSpan(4, 30, 40), ExactSpan(5, 50, 50)]
+    # Expect: v1 from 10 up to 14; v2 only at 20 (the pending step follows it); v4 from 30 to 40; v5 only at
+    # 50 (the alignment follows it; the OPTIMIZE does not count); v8 at 80.
+    assert exact_spans(history) == [ExactSpan(1, 10, 14), ExactSpan(2, 20, 20), ExactSpan(4, 30, 40),
+                                    ExactSpan(5, 50, 50), ExactSpan(8, 80, 80)]
 
 
 def test_tables_applied_in_offset_order_are_refused():
@@ -49,6 +54,9 @@ def test_the_consistent_point_is_the_newest_every_table_holds_exactly():
         consistent_point(spans, 11)
     with pytest.raises(ApplyError, match="c: no version"):
         consistent_point({**spans, "c": []}, 100)
+    # A dead-letter replay: a newer version at the same applied point, the one read.
+    replayed = {"a": [ExactSpan(1, 10, 10), ExactSpan(2, 10, 10)]}
+    assert consistent_point(replayed, 10).versions == {"a": 2}
 
 
 def test_a_time_means_every_commit_in_its_millisecond():

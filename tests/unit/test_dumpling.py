@@ -52,6 +52,12 @@ def test_file_names_map_to_tables_with_dumplings_escapes_undone():
         export_tables([*names, f"{db}.empty.000000000.sql.zst"])
     with pytest.raises(ConfigError, match="without its table's schema file"):
         export_tables(["shop.gone.000000000.sql"])
+    # Never skipped silently: a parquet export, custom file names, an export without any data (--no-data).
+    for unknown in (f"{db}.{table}.000000000.parquet", "shop_items_part1.csv"):
+        with pytest.raises(ConfigError, match="not a file of a Dumpling export"):
+            export_tables([*names, unknown])
+    with pytest.raises(ConfigError, match="no data file at all"):
+        export_tables(["metadata", f"{db}.{table}-schema.sql"])
 
 
 def test_create_table_as_tidb_prints_it_gives_the_streams_structure():
