@@ -150,10 +150,7 @@ class SnapshotLoader:
         # Two commits: the replacement marked as loading, then the rows applied through the TSO.
         self._writer.create(name, codec.schema, None, replace=progress.exists, note={"snapshotLoading": tso})
         if frame is None:
-            frame = self._spark.createDataFrame(
-                [], ", ".join([*(f"c{i} {source_type(c.spark_type)}" for i, c in enumerate(codec.schema.columns)),
-                               "ticdc_deleted BOOLEAN"])
-            )
+            frame = self._spark.createDataFrame([], _source_schema(codec))
         try:
             self._writer.merge_frame(name, codec.schema, frame, AppliedPoint(ts=tso), into_empty=True, idempotent=False,
                                      note={"snapshotTs": tso})
@@ -170,9 +167,7 @@ class SnapshotLoader:
         )
         names = self._column_order(table, paths[0], codec)
         spec = RowSpec(codec, names, table.format, fmt.dialect(), table.format == "csv" and fmt.csv_header)
-        schema = ", ".join([*(f"c{i} {source_type(c.spark_type)}" for i, c in enumerate(codec.schema.columns)),
-                            "ticdc_deleted BOOLEAN"])
-        return lines.mapInArrow(lambda batches: typed_batches(spec, batches), schema)
+        return lines.mapInArrow(lambda batches: typed_batches(spec, batches), _source_schema(codec))
 
     def _column_order(self, table: ExportTable, first: str, codec: RowCodec) -> tuple[str, ...] | None:
         """The data files' column order: the CSV header, or an INSERT's column list; None: the table's."""
@@ -212,6 +207,12 @@ class SnapshotLoader:
                 f"{table} was applied through commitTs {newest} before a snapshot load replaced it; an export at TSO "
                 f"{tso} is older: load an export at {newest} or later, or drop the table first"
             )
+
+
+def _source_schema(codec: RowCodec) -> str:
+    """The MERGE source's columns (`DeltaWriter.merge_frame`): c0.. in the table's order, then ticdc_deleted."""
+    columns = [f"c{i} {source_type(c.spark_type)}" for i, c in enumerate(codec.schema.columns)]
+    return ", ".join([*columns, "ticdc_deleted BOOLEAN"])
 
 
 def _literal(path: str) -> str:

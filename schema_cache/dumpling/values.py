@@ -26,6 +26,8 @@ from schema_cache.exceptions import InvalidMessage
 
 _ESCAPES = {ord("0"): b"\0", ord("b"): b"\b", ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t", ord("Z"): b"\x1a"}
 _BACKSLASH = ord("\\")
+_QUOTE = ord("'")
+_BACKQUOTE = ord("`")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,23 @@ def _unescape(data: bytes, start: int, stop: int) -> bytes:
     return bytes(out)
 
 
+def _closing_quote(data: bytes, i: int, quote: int, *, backslash: bool, doubled: bool) -> int:
+    """The index of the quote closing a quoted text whose body starts at `i`, or len(data) when it does not
+    close. `backslash`: a backslash escapes the byte after it; `doubled`: a doubled quote stands for one."""
+    n = len(data)
+    while i < n:
+        byte = data[i]
+        if backslash and byte == _BACKSLASH:
+            i += 2
+        elif byte != quote:
+            i += 1
+        elif doubled and data[i + 1:i + 2] == bytes((quote,)):
+            i += 2
+        else:
+            return i
+    return n
+
+
 def csv_records(data: bytes, dialect: CsvDialect = CsvDialect()) -> Iterator[list[bytes | None]]:
     """The records of CSV `data` (one or many lines), each a list of values (None for NULL)."""
     sep, quote, n = dialect.separator, dialect.delimiter, len(data)
@@ -93,31 +112,19 @@ def csv_records(data: bytes, dialect: CsvDialect = CsvDialect()) -> Iterator[lis
 
 def _quoted_csv(data: bytes, i: int, quote: int, escape_backslash: bool) -> tuple[bytes, int]:
     """The value of a delimited field whose body starts at `i`, and the index after its closing delimiter."""
-    start, n = i, len(data)
-    while i < n:
-        byte = data[i]
-        if escape_backslash and byte == _BACKSLASH:
-            i += 2
-            continue
-        if byte == quote:
-            if not escape_backslash and i + 1 < n and data[i + 1] == quote:
-                i += 2  # a doubled delimiter
-                continue
-            body = _unescape(data, start, i) if escape_backslash else data[start:i].replace(bytes((quote, quote)), bytes((quote,)))
-            return body, i + 1
-        i += 1
-    raise InvalidMessage("a CSV value's closing delimiter is missing (a truncated file?)")
+    end = _closing_quote(data, i, quote, backslash=escape_backslash, doubled=not escape_backslash)
+    if end == len(data):
+        raise InvalidMessage("a CSV value's closing delimiter is missing (a truncated file?)")
+    body = _unescape(data, i, end) if escape_backslash else data[i:end].replace(bytes((quote, quote)), bytes((quote,)))
+    return body, end + 1
 
 
 def _values_keyword(data: bytes, start: int) -> int:
     """The index after the `VALUES` keyword of the INSERT statement at `start` (names in backquotes skipped)."""
     i, n = start, len(data)
     while i < n:
-        if data[i] == ord("`"):
-            i += 1
-            while i < n and not (data[i] == ord("`") and data[i + 1:i + 2] != b"`"):
-                i += 2 if data[i] == ord("`") else 1
-            i += 1
+        if data[i] == _BACKQUOTE:
+            i = _closing_quote(data, i + 1, _BACKQUOTE, backslash=False, doubled=True) + 1
         elif data.startswith(b"VALUES", i):
             return i + len(b"VALUES")
         else:
@@ -131,10 +138,8 @@ def sql_columns(header: bytes) -> list[str] | None:
     names, i, depth = [], 0, 0
     while i < len(head):
         byte = head[i]
-        if byte == ord("`"):
-            end = i + 1
-            while end < len(head) and not (head[end] == ord("`") and head[end + 1:end + 2] != b"`"):
-                end += 2 if head[end] == ord("`") else 1
+        if byte == _BACKQUOTE:
+            end = _closing_quote(head, i + 1, _BACKQUOTE, backslash=False, doubled=True)
             if depth == 1:
                 try:
                     names.append(head[i + 1:end].replace(b"``", b"`").decode("utf-8"))
@@ -199,21 +204,12 @@ def _sql_tuple(data: bytes, i: int, escape_backslash: bool) -> tuple[list[bytes 
 
 
 def _sql_string(data: bytes, i: int, escape_backslash: bool) -> tuple[bytes, int]:
-    start, n = i, len(data)
-    while i < n:
-        byte = data[i]
-        if escape_backslash and byte == _BACKSLASH:
-            i += 2
-            continue
-        if byte == ord("'"):
-            if i + 1 < n and data[i + 1] == ord("'"):
-                i += 2
-                continue
-            # Dumpling doubles a quote only without backslash escapes; MySQL reads both forms either way.
-            body = _unescape(data, start, i) if escape_backslash else data[start:i]
-            return body.replace(b"''", b"'") if b"''" in data[start:i] else body, i + 1
-        i += 1
-    raise InvalidMessage("a quoted string does not end (a truncated file?)")
+    # Dumpling doubles a quote only without backslash escapes; MySQL reads both forms either way.
+    end = _closing_quote(data, i, _QUOTE, backslash=escape_backslash, doubled=True)
+    if end == len(data):
+        raise InvalidMessage("a quoted string does not end (a truncated file?)")
+    body = _unescape(data, i, end) if escape_backslash else data[i:end]
+    return body.replace(b"''", b"'") if b"''" in data[i:end] else body, end + 1
 
 
 # --- values ---------------------------------------------------------------------------
