@@ -17,6 +17,10 @@ once, and events it covers are skipped.
 
 With a table registry, the tables a batch may create are registered before
 anything of the batch is written (`apply.table_registry`).
+
+Tables chosen for history also feed their history table (`apply.history`),
+which records its own applied point: an event is skipped as a replay only
+when both hold it, and each gets the events it lacks.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from dataclasses import dataclass, field
 
 from apply.collapse import NetChange, collapse
 from apply.delta_writer import DeltaWriter
+from apply.history import IS_CURRENT, HistoryChoice, history_schema, history_source
+from apply.identifiers import quote
 from apply.metrics import PhaseTimes
 from apply.progress import AppliedPoint, PendingBackfill
 from apply.staging import StagedRun
@@ -96,8 +102,13 @@ class Applier:
         ordering: Ordering = Ordering.COMMIT_TS,
         times: PhaseTimes | None = None,
         registry: TableRegistry | None = None,
+        history: HistoryChoice | None = None,
     ) -> None:
         self._ordering = ordering
+        self._history = history or HistoryChoice()
+        self._history_names: dict[TableName, TableName | None] = {}  # per table, its history's (None: none)
+        if self._history and ordering is not Ordering.COMMIT_TS:
+            raise ApplyError("history tables need a commitTs-ordered protocol (not avro, which is applied in offset order)")
         self._times = times or PhaseTimes()
         self._writer = writer
         self._tombstones = tombstones
@@ -173,6 +184,37 @@ class Applier:
                 log.info("%s: applied through %s", table, point.to_json())
         return state
 
+    def _history_of(self, table: TableName) -> TableName | None:
+        try:
+            return self._history_names[table]
+        except KeyError:
+            name = self._history.history_of(table) if self._history.wants(table) else None
+            return self._history_names.setdefault(table, name)
+
+    def _begins_from_table(self, table: TableName, history: TableName) -> bool:
+        """Whether the history is still to begin from the table: the table holds applied rows and has
+        no history yet (history just chosen for it, or a snapshot load). Not done on first touch: a
+        renamed table's history is renamed with it, not begun again."""
+        state = self._state(table)
+        return not self._state(history).exists and state.exists and state.point is not None
+
+    def _begin_history(self, table: TableName, history: TableName) -> None:
+        """The history made of the table's rows, as current states from its applied point (one commit)."""
+        if self._begins_from_table(table, history):
+            point = self._state(table).point
+            self._writer.create_history_from(history, table, point)
+            kept = self._state(history)
+            kept.exists, kept.point, kept.columns = True, point, None
+
+    def _held_by_all(self, event: RowChange | SchemaChange) -> bool:
+        """Whether the table, and its history if it keeps one, already hold this event (a replay)."""
+        if not self._covered(self._state(event.table), event):
+            return False
+        history = self._history_of(event.table)
+        if history is None or self._begins_from_table(event.table, history):
+            return True  # a history still to begin will be made of the table, which holds the event
+        return self._covered(self._state(history), event)
+
     def _covered(self, state: _TableState, event: RowChange | SchemaChange) -> bool:
         """Whether the table already holds this event (a replay)."""
         if state.point is None:
@@ -203,7 +245,7 @@ class Applier:
     # --- rows -------------------------------------------------------------------
 
     def _add_row(self, row: RowChange) -> None:
-        if self._covered(self._state(row.table), row):
+        if self._held_by_all(row):
             self._summary.skipped_replays += 1
             return
         segment = self._pending.setdefault(row.table, [])
@@ -215,6 +257,8 @@ class Applier:
 
     def _add_run(self, run: StagedRun) -> None:
         """A stretch of staged rows (the Spark engine): skipped if the table holds all of it, else pending."""
+        if self._history_of(run.table) is not None:
+            raise ApplyError(f"{run.table}: history tables are kept by the driver engine only (run.engine = 'driver')")
         state = self._state(run.table)
         if self._run_covered(state, run):
             self._summary.skipped_replays += run.rows
@@ -250,6 +294,13 @@ class Applier:
             self._flush_runs(table, rows, through_ts)
             return
         state = self._state(table)
+        history = self._history_of(table)
+        if history is not None:
+            self._begin_history(table, history)
+            self._flush_history(history, [r for r in rows if not self._covered(self._tables[history], r)], through_ts)
+            rows = [r for r in rows if not self._covered(state, r)]
+            if not rows:
+                return
         if not state.exists and all(r.after is None for r in rows):
             # Deletes of a table this job never created: nothing to delete.
             log.info("%s: %d deletes for a table that does not exist; nothing to do", table, len(rows))
@@ -274,6 +325,39 @@ class Applier:
         for op, count in Counter(row.op for row in rows).items():
             self._summary.row_events[table, op.value] += count
         log.debug("%s: merged %d changes (%d keys), applied through %s", table, len(rows), len(changes), point)
+
+    def _flush_history(self, history: TableName, rows: list[RowChange], through_ts: int | None) -> None:
+        """One MERGE of every state the rows give their keys into the table's history."""
+        state = self._state(history)
+        if not rows or (not state.exists and all(r.after is None for r in rows)):
+            return
+        if any(r.after is not None for r in rows):
+            self._grow_history(history, state, rows[-1].schema)
+        schema = rows[-1].schema
+        keep = self._kept_columns(state, history, schema)
+        source = history_source(rows, schema)
+        if len(keep) < len(schema.columns):  # rows older than the history's structure
+            source = [tuple(values[i] for i in keep) + values[len(schema.columns):] for values in source]
+            schema = self._projected(schema, keep)
+        point = self._point_after(state, rows, through_ts)
+        self._writer.merge_history(history, schema, source, point, note=self._first_ts(min(r.commit_ts for r in rows)))
+        state.point = point
+        self._summary.merges += 1
+        log.debug("%s: merged %d changes as %d history rows, applied through %s", history, len(rows), len(source), point)
+
+    def _grow_history(self, history: TableName, state: _TableState, schema: TableSchema) -> None:
+        """Rows newer than the history's structure add or widen its columns, as they do the table's."""
+        if state.aligned_to is not None and (
+            state.aligned_to.same_structure(schema) or (schema.version or 0) < (state.aligned_to.version or 0)
+        ):
+            return
+        if not state.exists:
+            self._writer.create(history, history_schema(schema), None, replace=False)
+            state.exists = True
+        else:
+            self._writer.evolve(history, history_schema(schema), None, additive_only=True)
+        state.aligned_to = schema
+        state.columns = None
 
     def _flush_runs(self, table: TableName, runs: list[StagedRun], through_ts: int | None) -> None:
         """Merge staged runs of one structure, each its own MERGE of net changes built by Spark."""
@@ -370,19 +454,57 @@ class Applier:
     def _apply_schema_change(self, change: SchemaChange) -> None:
         table = change.table
         state = self._state(table)
-        if self._covered(state, change):
+        if self._held_by_all(change):
             self._summary.skipped_replays += 1
             return
         self._flush(table, change.commit_ts - 1)
         if change.previous_name is not None:
             self._flush(change.previous_name, change.commit_ts - 1)
-        log.info("%s: applying %s at commitTs %d (%s)", table, change.kind.value, change.commit_ts, change.statement)
-        point = self._point_after(state, [change], change.commit_ts)
-        _HANDLERS[change.kind](self, change, state, point)
-        state.point = point
-        state.columns = None
+        if not self._covered(state, change):
+            log.info("%s: applying %s at commitTs %d (%s)", table, change.kind.value, change.commit_ts, change.statement)
+            point = self._point_after(state, [change], change.commit_ts)
+            _HANDLERS[change.kind](self, change, state, point)
+            state.point = point
+            state.columns = None
+        history = self._history_of(table)
+        if history is not None and not self._covered(self._state(history), change):
+            self._history_schema_change(change, history)
         self._summary.schema_changes += 1
         self._summary.tables.add(table)
+
+    def _history_schema_change(self, change: SchemaChange, history: TableName) -> None:
+        """The DDL in the history: states end where the table loses its rows (TRUNCATE, DROP, a CREATE
+        replacing it), the structure follows the table's but keeps dropped columns, a renamed table's
+        history is renamed with it."""
+        state = self._state(history)
+        point = self._point_after(state, [change], change.commit_ts)
+        old = change.previous_name
+        if change.kind is SchemaChangeKind.RENAME and old is not None and old != change.table and not state.exists:
+            old_history = self._history_of(old)
+            if old_history is not None and self._state(old_history).exists:
+                self._writer.rename(old_history, history)
+                moved = self._tables.pop(old_history)
+                state.exists, state.aligned_to = True, moved.aligned_to
+        if not state.exists:
+            self._begin_history(change.table, history)  # at the table's point, which holds this DDL
+            if state.exists:
+                return
+        evolves = change.schema is not None and change.kind is not SchemaChangeKind.DROP
+        if state.exists and change.kind in (SchemaChangeKind.TRUNCATE, SchemaChangeKind.DROP, SchemaChangeKind.CREATE):
+            self._writer.close_history(history, change.commit_ts, None if evolves else point)
+        if evolves and not state.exists:
+            self._writer.create(history, history_schema(change.schema), point, replace=False)
+            state.exists = True
+        elif evolves:
+            self._writer.evolve(
+                history, history_schema(change.schema), point, statement=change.statement, ddl=self._ddl_id(change),
+                prior=state.point, pending=state.pending, keep_dropped=True, defaults_where=_CURRENT_STATES,
+            )
+            state.pending = None
+        if evolves:
+            state.aligned_to = change.schema
+        state.point = point
+        state.columns = None
 
     def _ddl_id(self, change: SchemaChange) -> str:
         if self._ordering is Ordering.OFFSET:
@@ -448,6 +570,9 @@ class Applier:
             state.exists, state.aligned_to, state.empty = True, moved.aligned_to, moved.empty
         self._alter(change, state, point)
 
+
+# The rows of a history table an added column's default is written into: closed states predate it.
+_CURRENT_STATES = f"t.{quote(IS_CURRENT)}"
 
 _HANDLERS = {
     SchemaChangeKind.CREATE: Applier._create,

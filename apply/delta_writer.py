@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 
+from apply import history as history_sql
 from apply.collapse import NetChange
 from apply.evolution import EvolutionPlan, normalized_type, plan
 from apply.identifiers import quote
@@ -219,6 +220,8 @@ class DeltaWriter:
         prior: AppliedPoint | None = None,
         pending: PendingBackfill | None = None,
         additive_only: bool = False,
+        keep_dropped: bool = False,
+        defaults_where: str | None = None,
     ) -> bool:
         """Make the table's structure that of `schema`; True if anything changed.
 
@@ -233,18 +236,25 @@ class DeltaWriter:
         DDL identified by `ddl` (`pending`, read back on restart).
 
         `additive_only`: only add and widen columns (structure seen in rows,
-        not announced by a DDL: never lose data on its account).
+        not announced by a DDL: never lose data on its account). `keep_dropped`:
+        columns `schema` lacks stay (a history table keeps what its rows had).
+        `defaults_where`: the rows defaults are written into (the product's own
+        condition on the target `t`; default all).
         """
         with self._times.phase("ddl"):
-            return self._evolve(table, schema, point, statement, ddl, prior, pending, additive_only)
+            return self._evolve(table, schema, point, statement, ddl, prior, pending, additive_only, keep_dropped,
+                                defaults_where)
 
-    def _evolve(self, table, schema, point, statement, ddl, prior, pending, additive_only) -> bool:
+    def _evolve(self, table, schema, point, statement, ddl, prior, pending, additive_only, keep_dropped,
+                defaults_where) -> bool:
         name = self._name(table)
         layout = self._read_layout(table)
         current = self._delta_columns(table)
         change = plan([(layout.upstream_name(n), kind) for n, kind in current], schema, statement)
         if additive_only:
             change = EvolutionPlan(adds=change.adds, widenings=change.widenings, backfill=change.backfill)
+        if keep_dropped:
+            change = dataclasses.replace(change, drops=[])
         if change.widenings and not layout.type_widening:
             # No stable type widening on this table ("compatible" tables, and Delta 3.x, whose
             # preview widens only among the small integer types): rewrite instead.
@@ -261,7 +271,7 @@ class DeltaWriter:
         defaults = tuple(c.name for c in change.backfill)
         marker = PendingBackfill(ddl, defaults) if defaults and ddl is not None else None
         if not layout.column_mapping and (change.renames or change.drops):
-            restructured = _restructured(layout, current, schema, change.renames)
+            restructured = _restructured(layout, current, schema, change.renames, keep_rest=keep_dropped)
             why = f"no column mapping; renames {change.renames or '-'}, drops {change.drops or '-'}"
             steps.append(_Step(lambda: self._rewrite(table, restructured, why), marker))
         else:
@@ -282,7 +292,7 @@ class DeltaWriter:
                 why = f"type changes {change.rewrite}"
                 steps.append(_Step(lambda: self._rewrite(table, self._retyped(table, layout, new_types_of), why)))
         if backfill:
-            steps.append(_Step(lambda: self._write_defaults(table, layout, backfill)))
+            steps.append(_Step(lambda: self._write_defaults(table, layout, backfill, defaults_where)))
 
         for i, step in enumerate(steps):
             if i == len(steps) - 1:
@@ -325,7 +335,8 @@ class DeltaWriter:
         rows = self._sql.spark.sql(rewrite_select_sql(name, columns))
         rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").saveAsTable(name)
 
-    def _write_defaults(self, table: TableName, layout: TableLayout, columns: Sequence[Column]) -> None:
+    def _write_defaults(self, table: TableName, layout: TableLayout, columns: Sequence[Column],
+                        where: str | None = None) -> None:
         # Rows that existed before ADD COLUMN read its default in TiDB; one
         # MERGE against a single-row source writes it into all of them. Runs
         # inside the tagged step (the caller holds the session).
@@ -336,7 +347,7 @@ class DeltaWriter:
             )
             self._sql.spark.sql(
                 f"MERGE INTO {self._name(table)} AS t USING {source} AS s ON TRUE "
-                f"WHEN MATCHED THEN UPDATE SET {assignments}"
+                f"WHEN MATCHED{f' AND {where}' if where else ''} THEN UPDATE SET {assignments}"
             )
 
     def merge(
@@ -390,6 +401,50 @@ class DeltaWriter:
             statement = build(self._name(table), schema, source)
             self._sql.run(statement, commit_tags(point, txn=txn, note=note), what=f"merge {table}")
 
+    # --- history tables (apply.history) ----------------------------------------------------
+
+    def create_history_from(self, history: TableName, table: TableName, point: AppliedPoint | None) -> None:
+        """Create `history` holding `table`'s rows as current states valid from `point`, in one commit."""
+        layout, source = self._created_layout(), self._layout(table)
+        columns = [(name, layout.delta_name(source.upstream_name(name))) for name, _ in self._delta_columns(table)]
+        settings = ", ".join(f"'{k}' = '{v}'" for k, v in layout.create_properties().items())
+        statement = history_sql.seed_sql(self._name(history), settings, columns, point and point.ts,
+                                         self._name(table), quote)
+        with self._times.phase("ddl"):
+            self._locator.prepare(self._sql, history)
+            self._sql.run(statement, commit_tags(point), what=f"create {history} from {table}")
+            self._layouts.pop(history, None)
+        log.info("created %s from the %d columns and the rows of %s", history, len(columns), table)
+
+    def merge_history(self, history: TableName, schema: TableSchema, source_rows: Sequence[tuple],
+                      point: AppliedPoint, *, note: Mapping[str, object] | None = None) -> None:
+        """One MERGE of `apply.history.history_source` rows of `schema` (the table's columns) into `history`."""
+        schema = self._layout(history).delta_schema(schema)
+        source_schema = _source_schema(schema.columns, *history_sql.SOURCE_COLUMNS)
+        with self._sql.view(list(source_rows), source_schema) as source:
+            self._merge_history_source(history, schema, source, point, note)
+
+    def merge_history_frame(self, history: TableName, schema: TableSchema, source_rows, point: AppliedPoint, *,
+                            note: Mapping[str, object] | None = None) -> None:
+        """Like `merge_history`, from a DataFrame of those rows (the Spark engine's)."""
+        schema = self._layout(history).delta_schema(schema)
+        with self._sql.frame_view(source_rows) as source:
+            self._merge_history_source(history, schema, source, point, note)
+
+    def _merge_history_source(self, history: TableName, schema: TableSchema, source: str, point: AppliedPoint,
+                              note: Mapping[str, object] | None) -> None:
+        values = [_source_value(i, c) for i, c in enumerate(schema.columns)]
+        statement = history_sql.merge_sql(self._name(history), schema.column_names(), schema.key, values, source, quote)
+        txn = (APP_ID, point.ts) if point.ts is not None and not point.offsets else None
+        with self._times.phase("merge"):
+            self._sql.run(statement, commit_tags(point, txn=txn, note=note), what=f"merge {history}")
+
+    def close_history(self, history: TableName, commit_ts: int, point: AppliedPoint | None) -> None:
+        """End every current state of `history` at `commit_ts`."""
+        with self._times.phase("ddl"):
+            self._sql.run(history_sql.close_sql(self._name(history), commit_ts, quote), commit_tags(point),
+                          what=f"close {history}")
+
     def truncate(self, table: TableName, point: AppliedPoint) -> None:
         with self._times.phase("ddl"):
             self._sql.run(f"DELETE FROM {self._name(table)}", commit_tags(point), what=f"truncate {table}")
@@ -410,9 +465,11 @@ class DeltaWriter:
 
 
 def _restructured(
-    layout: TableLayout, current: Sequence[tuple[str, str]], schema: TableSchema, renames: Sequence[tuple[str, str]]
+    layout: TableLayout, current: Sequence[tuple[str, str]], schema: TableSchema, renames: Sequence[tuple[str, str]],
+    *, keep_rest: bool = False,
 ) -> list[RewriteColumn]:
-    """The columns of `schema`, each from its current column (renamed: the old one) or new and empty.
+    """The columns of `schema`, each from its current column (renamed: the old one) or new and empty;
+    `keep_rest`: then the current columns none of those came from.
 
     `current`: the table's (Delta name, type); `renames`: (old, new) upstream names.
     """
@@ -427,4 +484,7 @@ def _restructured(
             source, kind = found
             new_type = None if normalized_type(kind) == normalized_type(column.spark_type) else column.spark_type
             columns.append((source, new_type, layout.delta_name(column.name)))
+    if keep_rest:
+        used = {source for source, _, _ in columns}
+        columns += [(name, None, name) for name, _ in current if name not in used]
     return columns

@@ -214,9 +214,10 @@ def versions_per_point(spark, target: Path, feed) -> dict[tuple[str, str], Count
 
 
 def _table_dirs(target: Path) -> set[tuple[str, str]]:
+    """The upstream tables' folders: not the product's own, nor history tables (`apply.history`, default suffix)."""
     found = set()
     for database in target.iterdir():
-        if database.is_dir() and database.name != "_ticdc":
+        if database.is_dir() and database.name != "_ticdc" and not database.name.endswith("_history"):
             found |= {(database.name, t.name) for t in database.iterdir() if (t / "_delta_log").is_dir()}
     return found
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from apply.history import HistoryChoice
 from apply.table_features import COMPATIBLE
 from apply.table_features import SETTINGS as TABLE_FEATURE_SETTINGS
 from schema_cache.exceptions import ConfigError
@@ -172,6 +173,26 @@ class CheckpointConfig:
         _require_count("checkpoint.cleanup_every", self.cleanup_every)
 
 
+@dataclass(frozen=True)
+class HistoryConfig:
+    # Tables that keep SCD type 2 history (apply.history): `database.table` names or shell
+    # patterns (`shop.*`). Needs a commitTs-ordered protocol and the driver engine.
+    tables: tuple[str, ...] = ()
+    # Each history table lives in its table's database name with this suffix: no upstream
+    # database name may end with it.
+    database_suffix: str = "_history"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tables, str) or not all(isinstance(t, str) and "." in t for t in self.tables):
+            raise ConfigError(f"history.tables: must be a list of database.table names or patterns, got {self.tables!r}")
+        object.__setattr__(self, "tables", tuple(self.tables))
+        if not isinstance(self.database_suffix, str) or not self.database_suffix.strip():
+            raise ConfigError(f"history.database_suffix: must be a non-empty name suffix, got {self.database_suffix!r}")
+
+    def choice(self) -> HistoryChoice:
+        return HistoryChoice(self.tables, self.database_suffix)
+
+
 def _require_count(key: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{key}: must be a whole number of at least 1, got {value!r}")
@@ -199,6 +220,7 @@ class Config:
     spark: SparkConfig = SparkConfig()
     # How TiDB types without one obvious Spark type land (schema_cache.types).
     types: TypeOptions = TypeOptions()
+    history: HistoryConfig = HistoryConfig()
 
     def __post_init__(self) -> None:
         if self.types.json == "variant" and self.target.table_features == COMPATIBLE:
@@ -206,6 +228,13 @@ class Config:
             raise ConfigError(
                 "types.json: 'variant' needs target.table_features = 'full' (non-Spark readers cannot read "
                 "VARIANT columns); with 'compatible' tables use 'string'"
+            )
+        if self.history.tables and self.run.engine != "driver":
+            raise ConfigError("history.tables: history tables are kept by the driver engine only; set run.engine = 'driver'")
+        if self.history.tables and isinstance(self.protocol, AvroOptions):
+            raise ConfigError(
+                "history.tables: the avro protocol is applied in Kafka offset order, and history tables need "
+                "commitTs order (every other protocol)"
             )
 
     @property
@@ -225,6 +254,7 @@ class Config:
             "checkpoint": dataclasses.asdict(self.checkpoint),
             "spark": {"master": self.spark.master, "conf": _redacted(self.spark.conf)},
             "types": dataclasses.asdict(self.types),
+            "history": dataclasses.asdict(self.history),
         }
         if self.registry is not None:
             registry = dataclasses.asdict(self.registry)
@@ -262,8 +292,9 @@ _SECTIONS = {
     "spark": SparkConfig,
     "types": TypeOptions,
     "registry": RegistryOptions,
-    # The newest section: listed last where sections are listed (error messages).
     "checkpoint": CheckpointConfig,
+    # The newest section: listed last where sections are listed (error messages).
+    "history": HistoryConfig,
 }
 _REQUIRED_SECTIONS = ("kafka", "target")
 

@@ -181,6 +181,7 @@ class Pipeline:
                 decoder.ordering,
                 times,
                 registry=TableRegistry(sql, locator, config.kafka.group_id),
+                history=config.history.choice(),
             ),
             checkpoints=CheckpointStore(sql, locator, Retention(config.checkpoint.keep, config.checkpoint.cleanup_every)),
             dead_letters=DeadLetterTable(sql, locator, config.kafka.group_id),
