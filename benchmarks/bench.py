@@ -23,6 +23,9 @@ of medians in brackets). The load average is printed with each section. Sections
 - engines: the Spark engine (`run.engine = "spark"`) on a local[1] vs a local[2] session (what a second
   core gives), and the Spark engine vs the driver engine on local[2]; `--engine-events` (1M) over 4
   partitions, one batch per run, a session of its own per configuration (warmed up by a small run).
+- snapshot: `ticdc-delta snapshot` of a Dumpling export vs Spark's CSV reader and a plain append.
+- history: one batch of 10,000 row changes (5,000 keys, each updated at two commitTs) applied by the
+  driver engine's applier to a 100k-row table without and with a history table (`[history]`).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from benchmarks import streams  # noqa: E402
 from schema_cache.events import RawMessage  # noqa: E402
 
 ENGINE_PARTITIONS = 4  # an even share per core of the 2-core machine
-SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory", "engines", "snapshot")
+SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory", "engines", "snapshot", "history")
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -669,6 +672,51 @@ def bench_snapshot(args, lake: Lake) -> None:
     row("snapshot (CSV) vs Spark's CSV reader and a plain append", times["csv"], times["spark-csv"], "<= 3x")
 
 
+def bench_history(args, lake: Lake) -> None:
+    """What a history table adds to a batch: its MERGE of every state, beside the table's of net changes."""
+    from apply.applier import Applier
+    from apply.delta_writer import DeltaWriter
+    from apply.history import HistoryChoice
+    from apply.locator import PathLocator
+    from apply.sql_session import SqlSession
+    from apply.tombstones import Tombstones
+    from schema_cache.events import Op, Position, RowChange, TableName
+    from schema_cache.simple.table_schema import parse_table_schema
+
+    size, keys = 100_000, 5_000
+    section(f"history: a batch of {2 * keys:,} changes ({keys:,} keys, two commitTs each) into a {size:,}-row table")
+    codec = parse_table_schema(streams.SCHEMA)
+    table = TableName(*streams.TABLE)
+    batch_ts = [1 << 50]
+
+    def values(key: int, name: str) -> tuple:
+        return codec.row({"id": str(key), "name": name, "amount": "1.00", "qty": "1", "at": "2026-02-01 00:00:00",
+                          "ts": {"location": "UTC", "value": "2026-02-01 00:00:00"}, "note": "n"})
+
+    appliers = {}
+    for label, history in (("without", HistoryChoice()), ("with", HistoryChoice((f"{table.database}.*",)))):
+        sql, locator = SqlSession(lake.spark), PathLocator(lake.path(f"history-{label}"))
+        appliers[label] = Applier(DeltaWriter(sql, locator), Tombstones(sql, locator), history=history)
+        rows = [RowChange(table, batch_ts[0], Op.INSERT, None, values(k, "initial"), codec.schema, Position("t", 0, k))
+                for k in range(size)]
+        appliers[label].apply(rows, {"t": batch_ts[0]})
+
+    def apply_batch(label: str) -> None:
+        start = batch_ts[0] = batch_ts[0] + 2
+        rows = []
+        for i in range(keys):
+            key = (i * 7919) % size
+            for ts in (start - 1, start):
+                image = values(key, f"changed-{ts}")
+                rows.append(RowChange(table, ts, Op.UPDATE, image, image, codec.schema, Position("t", 0, len(rows))))
+        appliers[label].apply(rows, {"t": start})
+
+    times = interleaved({"without": lambda: apply_batch("without"), "with": lambda: apply_batch("with")}, args.repeats)
+    print(f"  without history  {fmt(times['without'])}")
+    print(f"  with history     {fmt(times['with'])}   (+{min(times['with']) - min(times['without']):.2f} s a batch)")
+    row("a batch with a history table vs without", times["with"], times["without"], "<= 2x (one more MERGE)")
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
@@ -712,7 +760,8 @@ def main() -> int:
         try:
             for name in spark_sections:
                 {"e2e": bench_e2e, "handwritten": bench_handwritten, "table-size": bench_table_size, "features": bench_features,
-                 "memory": bench_memory, "engines": bench_engines, "snapshot": bench_snapshot}[name](args, lake)
+                 "memory": bench_memory, "engines": bench_engines, "snapshot": bench_snapshot,
+                 "history": bench_history}[name](args, lake)
         finally:
             lake.close()
     return 0
