@@ -257,10 +257,12 @@ class Applier:
 
     def _add_run(self, run: StagedRun) -> None:
         """A stretch of staged rows (the Spark engine): skipped if the table holds all of it, else pending."""
-        if self._history_of(run.table) is not None:
-            raise ApplyError(f"{run.table}: history tables are kept by the driver engine only (run.engine = 'driver')")
         state = self._state(run.table)
-        if self._run_covered(state, run):
+        history = self._history_of(run.table)
+        if self._run_covered(state, run) and (
+            history is None or self._begins_from_table(run.table, history)
+            or self._run_covered(self._state(history), run)
+        ):
             self._summary.skipped_replays += run.rows
             return
         segment = self._pending.setdefault(run.table, [])
@@ -362,6 +364,13 @@ class Applier:
     def _flush_runs(self, table: TableName, runs: list[StagedRun], through_ts: int | None) -> None:
         """Merge staged runs of one structure, each its own MERGE of net changes built by Spark."""
         state = self._state(table)
+        history = self._history_of(table)
+        if history is not None:
+            self._begin_history(table, history)
+            self._flush_history_runs(history, runs, through_ts)
+            runs = [run for run in runs if not self._run_covered(state, run)]  # a prefix: runs are in commitTs order
+            if not runs:
+                return
         if not state.exists and not any(run.has_upserts for run in runs):
             log.info("%s: %d deletes for a table that does not exist; nothing to do", table, sum(r.rows for r in runs))
             return
@@ -389,6 +398,24 @@ class Applier:
                     self._summary.row_events[table, op] += count
         self._summary.tables.add(table)
         log.debug("%s: merged %d staged runs, applied through %s", table, len(runs), state.point)
+
+    def _flush_history_runs(self, history: TableName, runs: list[StagedRun], through_ts: int | None) -> None:
+        """The history MERGE of each staged run the history lacks, its source built by Spark."""
+        state = self._state(history)
+        runs = [run for run in runs if not self._run_covered(state, run)]
+        if not runs or (not state.exists and not any(run.has_upserts for run in runs)):
+            return
+        if any(run.has_upserts for run in runs):
+            self._grow_history(history, state, runs[-1].schema)
+        for i, run in enumerate(runs):
+            keep = self._kept_columns(state, history, run.schema)
+            with self._times.phase("source_build"):
+                source = run.history_source(keep, self._after(state))
+            point = self._run_point(state, run, through_ts if i == len(runs) - 1 else run.commit_ts)
+            self._writer.merge_history_frame(history, self._projected(run.schema, keep), source, point,
+                                             note=self._first_ts(run.min_commit_ts))
+            state.point = point
+            self._summary.merges += 1
 
     def _first_ts(self, commit_ts: int) -> dict | None:
         """The note saying the commit holds no change before `commit_ts` (commitTs ordering): the version before

@@ -91,6 +91,10 @@ class StagedRun:
         """The MERGE source of this run (`StagingTable.net_changes`)."""
         return self.staging.net_changes(self, self.schema, keep, after)
 
+    def history_source(self, keep: Sequence[int], after: Mapping | None) -> DataFrame:
+        """The history MERGE source of this run (`StagingTable.history_source`)."""
+        return self.staging.history_source(self, keep, after)
+
 
 @dataclass(frozen=True)
 class Release:
@@ -385,6 +389,44 @@ class StagingTable:
 
         `after`: only rows after the table's applied point (commitTs: {"ts": n}; offsets: {tp: next}).
         """
+        images, width, key_columns = self._run_images(run, keep, after)
+        by_key = Window.partitionBy(*key_columns).orderBy(*self._latest_first())
+        return (
+            images.withColumn("_n", F.row_number().over(by_key)).where(F.col("_n") == 1)
+            .select(*[f"c{i}" for i in range(width)], "ticdc_deleted")
+        )
+
+    def history_source(self, run: StagedRun, keep: Sequence[int], after: Mapping | None) -> DataFrame:
+        """The run's history MERGE source (`apply.history.history_source`, built where the rows are): per key
+        and commitTs its last image (an upsert beats a delete), each upsert a state valid until the key's next
+        commitTs, and per key a close at its first. commitTs ordering only."""
+        images, width, key_columns = self._run_images(run, keep, after)
+        per_commit = Window.partitionBy(*key_columns, "commit_ts").orderBy(*self._latest_first())
+        states = images.withColumn("_n", F.row_number().over(per_commit)).where(F.col("_n") == 1)
+        by_key = Window.partitionBy(*key_columns)
+        states = (states.withColumn("h_to", F.lead("commit_ts").over(by_key.orderBy("commit_ts")))
+                  .withColumn("h_first", F.min("commit_ts").over(by_key)))
+        values = [f"c{i}" for i in range(width)]
+        kept = states.where(~F.col("ticdc_deleted")).select(
+            *values, F.lit(False).alias("h_close"), F.col("commit_ts").alias("h_from"), "h_to",
+            F.col("h_to").isNull().alias("h_current"), "h_op")
+        closes = states.where(F.col("commit_ts") == F.col("h_first")).select(
+            *[(F.col(c) if c in key_columns else F.lit(None).cast(kept.schema[c].dataType)).alias(c) for c in values],
+            F.lit(True).alias("h_close"), F.col("commit_ts").alias("h_from"), F.lit(None).cast("bigint").alias("h_to"),
+            F.lit(False).alias("h_current"), F.lit(None).cast("string").alias("h_op"))
+        return kept.unionByName(closes)
+
+    def _latest_first(self) -> list:
+        """A key's images newest first in the protocol's order."""
+        latest = [F.col(c).desc() for c in _order_columns(self._ordering)]
+        if self._ordering is Ordering.COMMIT_TS:
+            # At one commitTs an upsert of a key beats a delete of it: only a split UPDATE makes both (apply.collapse).
+            latest.insert(1, F.col("upsert").desc())
+        latest.append(F.col("image").desc())
+        return latest
+
+    def _run_images(self, run: StagedRun, keep: Sequence[int], after: Mapping | None) -> tuple[DataFrame, int, list[str]]:
+        """The key images the run's rows after `after` leave (`_images`), their value count, their key columns."""
         order = _order_columns(self._ordering)
         bound = F.struct(*order)
         rows = self.frame().where(
@@ -405,18 +447,10 @@ class StagingTable:
         images = rows.select(*order, "op", "before", "after").mapInArrow(
             functools.partial(_images, tuple(keep), tuple(run.schema.key_indexes()), tuple(c.spark_type for c in columns)),
             ", ".join([*(f"`{c}` {k}" for c, k in _order_types(order)), "image INT", "upsert BOOLEAN",
-                       *(f"c{i} {source_type(c.spark_type)}" for i, c in enumerate(columns)), "ticdc_deleted BOOLEAN"]),
+                       *(f"c{i} {source_type(c.spark_type)}" for i, c in enumerate(columns)), "ticdc_deleted BOOLEAN",
+                       "h_op STRING"]),
         )
-        latest = [F.col(c).desc() for c in order]
-        if self._ordering is Ordering.COMMIT_TS:
-            # At one commitTs an upsert of a key beats a delete of it: only a split UPDATE makes both (apply.collapse).
-            latest.insert(1, F.col("upsert").desc())
-        latest.append(F.col("image").desc())
-        by_key = Window.partitionBy(*[f"c{i}" for i in key_positions]).orderBy(*latest)
-        return (
-            images.withColumn("_n", F.row_number().over(by_key)).where(F.col("_n") == 1)
-            .select(*[f"c{i}" for i in range(len(columns))], "ticdc_deleted")
-        )
+        return images, len(columns), [f"c{i}" for i in key_positions]
 
 
 _ORDER_TYPES = {"commit_ts": "BIGINT", "partition": "INT", "offset": "BIGINT", "seq": "INT"}
@@ -445,6 +479,7 @@ def _batch_images(pa, columns: dict, keep: tuple[int, ...], key: tuple[int, ...]
     source: list[int] = []  # the input row of each image
     images: list[int] = []
     deleted: list[bool] = []
+    ops: list[str] = []  # what each image is, for history tables: INSERT, UPDATE or DELETE
     values: list[list] = [[] for _ in keep]
     for i, op in enumerate(columns["op"]):
         after, before = load_row(columns["after"][i]), load_row(columns["before"][i])
@@ -460,12 +495,13 @@ def _batch_images(pa, columns: dict, keep: tuple[int, ...], key: tuple[int, ...]
             source.append(i)
             images.append(image)
             deleted.append(is_delete)
+            ops.append("DELETE" if is_delete else "INSERT" if op == "INSERT" else "UPDATE")
             for slot, position in enumerate(keep):
                 values[slot].append(row[position])
     arrays = [pa.array([columns[c][i] for i in source], type=pa.int64() if c in ("commit_ts", "offset") else pa.int32())
               for c in order]
     arrays += [pa.array(images, type=pa.int32()), pa.array([not d for d in deleted], type=pa.bool_())]
     arrays += [pa.array(v, type=t) for v, t in zip(values, value_types, strict=True)]
-    arrays.append(pa.array(deleted, type=pa.bool_()))
-    names = [*order, "image", "upsert", *(f"c{i}" for i in range(len(keep))), "ticdc_deleted"]
+    arrays += [pa.array(deleted, type=pa.bool_()), pa.array(ops, type=pa.string())]
+    names = [*order, "image", "upsert", *(f"c{i}" for i in range(len(keep))), "ticdc_deleted", "h_op"]
     return pa.RecordBatch.from_arrays(arrays, names=names)

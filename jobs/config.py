@@ -176,7 +176,7 @@ class CheckpointConfig:
 @dataclass(frozen=True)
 class HistoryConfig:
     # Tables that keep SCD type 2 history (apply.history): `database.table` names or shell
-    # patterns (`shop.*`). Needs a commitTs-ordered protocol and the driver engine.
+    # patterns (`shop.*`). Needs a commitTs-ordered protocol (not avro).
     tables: tuple[str, ...] = ()
     # Each history table lives in its table's database name with this suffix: no upstream
     # database name may end with it.
@@ -229,8 +229,6 @@ class Config:
                 "types.json: 'variant' needs target.table_features = 'full' (non-Spark readers cannot read "
                 "VARIANT columns); with 'compatible' tables use 'string'"
             )
-        if self.history.tables and self.run.engine != "driver":
-            raise ConfigError("history.tables: history tables are kept by the driver engine only; set run.engine = 'driver'")
         if self.history.tables and isinstance(self.protocol, AvroOptions):
             raise ConfigError(
                 "history.tables: the avro protocol is applied in Kafka offset order, and history tables need "

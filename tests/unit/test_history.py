@@ -81,8 +81,8 @@ def test_a_table_with_a_column_named_like_a_history_column_is_refused():
 
 
 def test_history_config_section():
-    # Expect: off by default; tables and suffix taken and logged; bad values, the Spark engine and the
-    # offset-ordered avro protocol refused with the key named.
+    # Expect: off by default; tables and suffix taken and logged; bad values and the offset-ordered avro
+    # protocol refused with the key named.
     assert not config.from_mapping(MINIMAL).history.choice()
     chosen = config.from_mapping({**MINIMAL, "history": {"tables": ["shop.*"], "database_suffix": "_scd"}})
     assert chosen.history.choice().history_of(TableName("shop", "a")) == TableName("shop_scd", "a")
@@ -90,8 +90,6 @@ def test_history_config_section():
     for bad in ({"tables": "shop.*"}, {"tables": ["orders"]}, {"database_suffix": ""}):
         with pytest.raises(ConfigError, match="history"):
             config.from_mapping({**MINIMAL, "history": bad})
-    with pytest.raises(ConfigError, match="driver engine"):
-        config.from_mapping({**MINIMAL, "history": {"tables": ["a.b"]}, "run": {"engine": "spark"}})
     with pytest.raises(ConfigError, match="offset order"):
         config.from_mapping({**MINIMAL, "history": {"tables": ["a.b"]}, "protocol": {"name": "avro"},
                              "registry": {"url": "http://registry:8081"}})
