@@ -67,6 +67,8 @@ class _TableState:
     # Known to hold no rows: this job created, replaced or truncated it and has
     # written nothing since. Its next batch is appended instead of merged.
     empty: bool = False
+    # A history table created to begin from its table's rows, which it has not got yet.
+    seeding: bool = False
 
 
 @dataclass(slots=True)
@@ -178,7 +180,7 @@ class Applier:
             if not progress.exists:
                 removed = self._tombstones.removed_at(table)
                 point = AppliedPoint(ts=removed) if removed is not None else None
-            state = _TableState(progress.exists, point, pending=progress.pending)
+            state = _TableState(progress.exists, point, pending=progress.pending, seeding=progress.history_seeding)
             self._tables[table] = state
             if point is not None:
                 log.info("%s: applied through %s", table, point.to_json())
@@ -195,25 +197,36 @@ class Applier:
         """Whether the history is still to begin from the table: the table holds applied rows and has
         no history yet (history just chosen for it, or a snapshot load). Not done on first touch: a
         renamed table's history is renamed with it, not begun again."""
-        state = self._state(table)
-        return not self._state(history).exists and state.exists and state.point is not None
+        state, kept = self._state(table), self._state(history)
+        return (not kept.exists or kept.seeding) and state.exists and state.point is not None
 
     def _begin_history(self, table: TableName, history: TableName) -> None:
-        """The history made of the table's rows, as current states from its applied point (one commit)."""
+        """The history made of the table's rows, as current states from its applied point."""
         if self._begins_from_table(table, history):
-            point = self._state(table).point
-            self._writer.create_history_from(history, table, point)
-            kept = self._state(history)
-            kept.exists, kept.point, kept.columns = True, point, None
+            point, kept = self._state(table).point, self._state(history)
+            self._writer.create_history_from(history, table, point, exists=kept.exists)
+            kept.exists, kept.seeding, kept.point, kept.columns = True, False, point, None
 
     def _held_by_all(self, event: RowChange | SchemaChange) -> bool:
         """Whether the table, and its history if it keeps one, already hold this event (a replay)."""
         if not self._covered(self._state(event.table), event):
             return False
         history = self._history_of(event.table)
-        if history is None or self._begins_from_table(event.table, history):
+        if history is None:
+            return True
+        if self._renames_history(event, history):
+            return False  # the table was renamed, its history not yet
+        if self._begins_from_table(event.table, history):
             return True  # a history still to begin will be made of the table, which holds the event
         return self._covered(self._state(history), event)
+
+    def _renames_history(self, event: RowChange | SchemaChange, history: TableName) -> bool:
+        """Whether `event` renames a table whose history is still under the old name."""
+        if not isinstance(event, SchemaChange) or event.kind is not SchemaChangeKind.RENAME:
+            return False
+        old = event.previous_name
+        old_history = self._history_of(old) if old is not None and old != event.table else None
+        return old_history is not None and not self._state(history).exists and self._state(old_history).exists
 
     def _covered(self, state: _TableState, event: RowChange | SchemaChange) -> bool:
         """Whether the table already holds this event (a replay)."""
@@ -250,9 +263,13 @@ class Applier:
             return
         segment = self._pending.setdefault(row.table, [])
         if segment and segment[-1].schema is not row.schema and not segment[-1].schema.same_structure(row.schema):
-            # One MERGE has one row structure: merge what came before first.
-            self._flush(row.table, row.commit_ts - 1)
-            segment = self._pending.setdefault(row.table, [])
+            fitted = _fit_deletes(segment, row)
+            if fitted is None:
+                # One MERGE has one row structure: merge what came before first.
+                self._flush(row.table, row.commit_ts - 1)
+                segment = self._pending.setdefault(row.table, [])
+            else:
+                segment[:], row = fitted
         segment.append(row)
 
     def _add_run(self, run: StagedRun) -> None:
@@ -299,7 +316,8 @@ class Applier:
         history = self._history_of(table)
         if history is not None:
             self._begin_history(table, history)
-            self._flush_history(history, [r for r in rows if not self._covered(self._tables[history], r)], through_ts)
+            self._flush_history(history, [r for r in rows if not self._covered(self._tables[history], r)], through_ts,
+                                state.structure_open if state.exists else None)
             rows = [r for r in rows if not self._covered(state, r)]
             if not rows:
                 return
@@ -328,13 +346,14 @@ class Applier:
             self._summary.row_events[table, op.value] += count
         log.debug("%s: merged %d changes (%d keys), applied through %s", table, len(rows), len(changes), point)
 
-    def _flush_history(self, history: TableName, rows: list[RowChange], through_ts: int | None) -> None:
+    def _flush_history(self, history: TableName, rows: list[RowChange], through_ts: int | None,
+                       structure_open: str | None) -> None:
         """One MERGE of every state the rows give their keys into the table's history."""
         state = self._state(history)
         if not rows or (not state.exists and all(r.after is None for r in rows)):
             return
         if any(r.after is not None for r in rows):
-            self._grow_history(history, state, rows[-1].schema)
+            self._grow_history(history, state, rows[-1].schema, structure_open)
         schema = rows[-1].schema
         keep = self._kept_columns(state, history, schema)
         source = history_source(rows, schema)
@@ -347,8 +366,10 @@ class Applier:
         self._summary.merges += 1
         log.debug("%s: merged %d changes as %d history rows, applied through %s", history, len(rows), len(source), point)
 
-    def _grow_history(self, history: TableName, state: _TableState, schema: TableSchema) -> None:
-        """Rows newer than the history's structure add or widen its columns, as they do the table's."""
+    def _grow_history(self, history: TableName, state: _TableState, schema: TableSchema,
+                      structure_open: str | None = None) -> None:
+        """Rows newer than the history's structure add or widen its columns, as they do the table's; the first
+        rows after a DDL without structure (`structure_open`: its text) give it theirs, dropped columns kept."""
         if state.aligned_to is not None and (
             state.aligned_to.same_structure(schema) or (schema.version or 0) < (state.aligned_to.version or 0)
         ):
@@ -356,6 +377,9 @@ class Applier:
         if not state.exists:
             self._writer.create(history, history_schema(schema), None, replace=False)
             state.exists = True
+        elif structure_open is not None:
+            self._writer.evolve(history, history_schema(schema), None, statement=structure_open, keep_dropped=True,
+                                defaults_where=_CURRENT_STATES)
         else:
             self._writer.evolve(history, history_schema(schema), None, additive_only=True)
         state.aligned_to = schema
@@ -367,7 +391,7 @@ class Applier:
         history = self._history_of(table)
         if history is not None:
             self._begin_history(table, history)
-            self._flush_history_runs(history, runs, through_ts)
+            self._flush_history_runs(history, runs, through_ts, state.structure_open if state.exists else None)
             runs = [run for run in runs if not self._run_covered(state, run)]  # a prefix: runs are in commitTs order
             if not runs:
                 return
@@ -399,14 +423,15 @@ class Applier:
         self._summary.tables.add(table)
         log.debug("%s: merged %d staged runs, applied through %s", table, len(runs), state.point)
 
-    def _flush_history_runs(self, history: TableName, runs: list[StagedRun], through_ts: int | None) -> None:
+    def _flush_history_runs(self, history: TableName, runs: list[StagedRun], through_ts: int | None,
+                            structure_open: str | None) -> None:
         """The history MERGE of each staged run the history lacks, its source built by Spark."""
         state = self._state(history)
         runs = [run for run in runs if not self._run_covered(state, run)]
         if not runs or (not state.exists and not any(run.has_upserts for run in runs)):
             return
         if any(run.has_upserts for run in runs):
-            self._grow_history(history, state, runs[-1].schema)
+            self._grow_history(history, state, runs[-1].schema, structure_open)
         for i, run in enumerate(runs):
             keep = self._kept_columns(state, history, run.schema)
             with self._times.phase("source_build"):
@@ -487,13 +512,16 @@ class Applier:
         self._flush(table, change.commit_ts - 1)
         if change.previous_name is not None:
             self._flush(change.previous_name, change.commit_ts - 1)
+        history = self._history_of(table)
+        if history is not None and change.kind is not SchemaChangeKind.RENAME:
+            # Before the table's DDL: a history chosen now begins with the rows the DDL may remove.
+            self._begin_history(table, history)
         if not self._covered(state, change):
             log.info("%s: applying %s at commitTs %d (%s)", table, change.kind.value, change.commit_ts, change.statement)
             point = self._point_after(state, [change], change.commit_ts)
             _HANDLERS[change.kind](self, change, state, point)
             state.point = point
             state.columns = None
-        history = self._history_of(table)
         if history is not None and not self._covered(self._state(history), change):
             self._history_schema_change(change, history)
         self._summary.schema_changes += 1
@@ -509,13 +537,15 @@ class Applier:
         if change.kind is SchemaChangeKind.RENAME and old is not None and old != change.table and not state.exists:
             old_history = self._history_of(old)
             if old_history is not None and self._state(old_history).exists:
+                # Replays of the old name's rows are then known to be in it (as the table's tombstone says).
+                self._tombstones.record(old_history, change.commit_ts, f"renamed to {history}")
                 self._writer.rename(old_history, history)
                 moved = self._tables.pop(old_history)
-                state.exists, state.aligned_to = True, moved.aligned_to
-        if not state.exists:
-            self._begin_history(change.table, history)  # at the table's point, which holds this DDL
-            if state.exists:
-                return
+                state.exists, state.aligned_to, state.point, state.pending = True, moved.aligned_to, moved.point, moved.pending
+            else:
+                self._begin_history(change.table, history)  # at the table's point, which holds this DDL
+                if state.exists:
+                    return
         evolves = change.schema is not None and change.kind is not SchemaChangeKind.DROP
         if state.exists and change.kind in (SchemaChangeKind.TRUNCATE, SchemaChangeKind.DROP, SchemaChangeKind.CREATE):
             self._writer.close_history(history, change.commit_ts, None if evolves else point)
@@ -596,6 +626,32 @@ class Applier:
             moved = self._tables.pop(old)
             state.exists, state.aligned_to, state.empty = True, moved.aligned_to, moved.empty
         self._alter(change, state, point)
+
+
+def _fit_deletes(segment: list[RowChange], row: RowChange) -> tuple[list[RowChange], RowChange] | None:
+    """The segment and the row in one structure, where the structures differ only because deletes carry
+    their key alone (open-protocol's delete-only-output-handle-key-columns): a delete needs only its key.
+
+    Splitting the segment there instead would give two MERGEs of one commitTs the same applied point, and
+    Delta skips the second (its transaction version is not above the first's)."""
+    structure = segment[-1].schema
+    if [k.lower() for k in structure.key] != [k.lower() for k in row.schema.key]:
+        return None
+    if row.after is None:
+        return segment, _as_delete_of(row, structure)
+    if all(r.after is None for r in segment):
+        return [_as_delete_of(r, row.schema) for r in segment], row
+    return None
+
+
+def _as_delete_of(row: RowChange, schema: TableSchema) -> RowChange:
+    """A delete with its key values placed in `schema`'s columns."""
+    if row.schema is schema:
+        return row
+    before = [None] * len(schema.columns)
+    for position, value in zip(schema.key_indexes(), (row.before[i] for i in row.schema.key_indexes()), strict=True):
+        before[position] = value
+    return row._replace(before=tuple(before), schema=schema)
 
 
 # The rows of a history table an added column's default is written into: closed states predate it.

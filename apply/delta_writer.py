@@ -100,10 +100,10 @@ def add_columns_sql(name: str, additions: Sequence[tuple[Column, str | None]]) -
     return f"ALTER TABLE {name} ADD COLUMNS ({', '.join(parts)})"
 
 
-def _cast(expression: str, new_type: str) -> str:
+def _cast(expression: str, new_type: str, lenient: bool = False) -> str:
     if new_type == "VARIANT":
         return f"parse_json(CAST({expression} AS STRING))"
-    return f"CAST({expression} AS {new_type})"
+    return f"{'TRY_CAST' if lenient else 'CAST'}({expression} AS {new_type})"
 
 
 # One column of a table rewrite: the Delta column it comes from (None: a new,
@@ -111,8 +111,10 @@ def _cast(expression: str, new_type: str) -> str:
 RewriteColumn = tuple[str | None, str | None, str]
 
 
-def rewrite_select_sql(name: str, columns: Sequence[RewriteColumn]) -> str:
-    """The SELECT from the table itself that gives its rewrite's rows and columns."""
+def rewrite_select_sql(name: str, columns: Sequence[RewriteColumn], lenient: bool = False) -> str:
+    """The SELECT from the table itself that gives its rewrite's rows and columns; `lenient`: a value that
+    does not convert to its new type becomes NULL (a history's closed states, which upstream never
+    checked against the new type), instead of failing the statement."""
     items = []
     for source, new_type, output in columns:
         if source is None:
@@ -120,7 +122,7 @@ def rewrite_select_sql(name: str, columns: Sequence[RewriteColumn]) -> str:
         elif new_type is None:
             expression = quote(source)
         else:
-            expression = _cast(quote(source), new_type)
+            expression = _cast(quote(source), new_type, lenient)
         items.append(f"{expression} AS {quote(output)}")
     return f"SELECT {', '.join(items)} FROM {name}"
 
@@ -237,7 +239,8 @@ class DeltaWriter:
 
         `additive_only`: only add and widen columns (structure seen in rows,
         not announced by a DDL: never lose data on its account). `keep_dropped`:
-        columns `schema` lacks stay (a history table keeps what its rows had).
+        columns `schema` lacks stay, and a rewrite's values that do not convert
+        become NULL (a history table keeps what its rows had).
         `defaults_where`: the rows defaults are written into (the product's own
         condition on the target `t`; default all).
         """
@@ -273,7 +276,7 @@ class DeltaWriter:
         if not layout.column_mapping and (change.renames or change.drops):
             restructured = _restructured(layout, current, schema, change.renames, keep_rest=keep_dropped)
             why = f"no column mapping; renames {change.renames or '-'}, drops {change.drops or '-'}"
-            steps.append(_Step(lambda: self._rewrite(table, restructured, why), marker))
+            steps.append(_Step(lambda: self._rewrite(table, restructured, why, lenient=keep_dropped), marker))
         else:
             column = layout.delta_name
             steps += [_Step(f"ALTER TABLE {name} RENAME COLUMN {quote(a)} TO {quote(b)}") for a, b in change.renames]
@@ -290,7 +293,8 @@ class DeltaWriter:
                 # Its columns are read when it runs: as the earlier steps left them.
                 new_types_of = dict(change.rewrite)
                 why = f"type changes {change.rewrite}"
-                steps.append(_Step(lambda: self._rewrite(table, self._retyped(table, layout, new_types_of), why)))
+                steps.append(_Step(lambda: self._rewrite(table, self._retyped(table, layout, new_types_of), why,
+                                                         lenient=keep_dropped)))
         if backfill:
             steps.append(_Step(lambda: self._write_defaults(table, layout, backfill, defaults_where)))
 
@@ -321,7 +325,7 @@ class DeltaWriter:
         by_lower = {k.lower(): v for k, v in new_types.items()}
         return [(n, by_lower.get(layout.upstream_name(n).lower()), n) for n, _ in self._delta_columns(table)]
 
-    def _rewrite(self, table: TableName, columns: Sequence[RewriteColumn], why: str) -> None:
+    def _rewrite(self, table: TableName, columns: Sequence[RewriteColumn], why: str, *, lenient: bool = False) -> None:
         """Replace the table's rows and columns by a SELECT from itself, in one commit.
 
         For changes Delta cannot make in place (narrowing, to or from text, DATE
@@ -332,7 +336,7 @@ class DeltaWriter:
         """
         log.warning("%s: rewriting the table (%s)", table, why)
         name = self._name(table)
-        rows = self._sql.spark.sql(rewrite_select_sql(name, columns))
+        rows = self._sql.spark.sql(rewrite_select_sql(name, columns, lenient))
         rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").saveAsTable(name)
 
     def _write_defaults(self, table: TableName, layout: TableLayout, columns: Sequence[Column],
@@ -403,18 +407,23 @@ class DeltaWriter:
 
     # --- history tables (apply.history) ----------------------------------------------------
 
-    def create_history_from(self, history: TableName, table: TableName, point: AppliedPoint | None) -> None:
-        """Create `history` holding `table`'s rows as current states valid from `point`, in one commit."""
-        layout, source = self._created_layout(), self._layout(table)
-        columns = [(name, layout.delta_name(source.upstream_name(name))) for name, _ in self._delta_columns(table)]
-        settings = ", ".join(f"'{k}' = '{v}'" for k, v in layout.create_properties().items())
-        statement = history_sql.seed_sql(self._name(history), settings, columns, point and point.ts,
-                                         self._name(table), quote)
+    def create_history_from(self, history: TableName, table: TableName, point: AppliedPoint, *, exists: bool) -> None:
+        """`history` made of `table`'s rows as current states valid from `point`: created (unless it `exists`)
+        marked `historySeeding`, then the rows appended, marked applied through `point`. A crash between the
+        two leaves it empty and marked, and this is done again; a crash within the append leaves only files
+        no commit names."""
+        source = self._layout(table)
+        upstream = [(name, source.upstream_name(name), kind) for name, kind in self._delta_columns(table)]
+        if not exists:
+            structure = TableSchema(history, tuple(Column(name, kind) for _, name, kind in upstream), ())
+            self.create(history, history_sql.history_schema(structure), None, replace=False,
+                        note={"historySeeding": True})
+        layout = self._layout(history)
+        columns = [(name, layout.delta_name(upstream_name)) for name, upstream_name, _ in upstream]
+        statement = history_sql.seed_sql(self._name(history), columns, point.ts, self._name(table), quote)
         with self._times.phase("ddl"):
-            self._locator.prepare(self._sql, history)
-            self._sql.run(statement, commit_tags(point), what=f"create {history} from {table}")
-            self._layouts.pop(history, None)
-        log.info("created %s from the %d columns and the rows of %s", history, len(columns), table)
+            self._sql.run(statement, commit_tags(point), what=f"begin {history} from {table}")
+        log.info("%s begins with the rows of %s, valid from %s", history, table, point.to_json())
 
     def merge_history(self, history: TableName, schema: TableSchema, source_rows: Sequence[tuple],
                       point: AppliedPoint, *, note: Mapping[str, object] | None = None) -> None:

@@ -152,12 +152,10 @@ def close_sql(name: str, commit_ts: int, quote) -> str:
     )
 
 
-def seed_sql(name: str, properties: str, columns: Sequence[tuple[str, str]], valid_from: int | None, table: str,
-             quote) -> str:
-    """The history created holding the table's rows as current states (one commit, so a crash leaves
-    either no history or a complete one). `columns`: (the table's column, the history's name for it)."""
+def seed_sql(name: str, columns: Sequence[tuple[str, str]], valid_from: int | None, table: str, quote) -> str:
+    """The table's rows appended to its new, empty history as current states. `columns`: (the table's
+    column, the history's name for it)."""
     start = "NULL" if valid_from is None else str(int(valid_from))
-    items = [f"{quote(source)} AS {quote(target)}" for source, target in columns]
-    items += [f"CAST({start} AS BIGINT) AS {quote(VALID_FROM)}", f"CAST(NULL AS BIGINT) AS {quote(VALID_TO)}",
-              f"true AS {quote(IS_CURRENT)}", f"'{SNAPSHOT}' AS {quote(OP)}"]
-    return f"CREATE TABLE {name} USING DELTA TBLPROPERTIES ({properties}) AS SELECT {', '.join(items)} FROM {table}"
+    targets = [*(quote(target) for _, target in columns), *(quote(c.name) for c in COLUMNS)]
+    values = [*(quote(source) for source, _ in columns), start, "NULL", "true", f"'{SNAPSHOT}'"]
+    return f"INSERT INTO {name} ({', '.join(targets)}) SELECT {', '.join(values)} FROM {table}"

@@ -97,6 +97,8 @@ class TableProgress:
     # The TSO of a snapshot load (`ticdc-delta snapshot`) that replaced the table and has not
     # written its rows yet: the table is empty, not applied through anything.
     snapshot_loading: int | None = None
+    # A history table created to begin from its table's rows (`apply.history`) that has not got them yet.
+    history_seeding: bool = False
 
 
 def commit_tags(
@@ -150,6 +152,7 @@ def _progress_of(marker: dict) -> TableProgress:
         point=point,
         pending=None if pending is None else PendingBackfill(str(pending["ddl"]), tuple(pending["columns"])),
         snapshot_loading=None if loading is None else int(loading),
+        history_seeding=bool(marker.get("historySeeding")),
     )
 
 
@@ -217,7 +220,7 @@ def applied_history(sql, sql_name: str, limit: int | None = None) -> list[Applie
     for row in rows:
         marker = _marker_of(row["userMetadata"])
         progress = _progress_of(marker) if marker is not None else TableProgress(exists=True)
-        known = {"appliedTs", "appliedOffsets", "ddlTs", "pendingBackfill", "snapshotLoading"}
+        known = {"appliedTs", "appliedOffsets", "ddlTs", "pendingBackfill", "snapshotLoading", "historySeeding"}
         note = {k: v for k, v in (marker or {}).items() if k not in known} or None
         history.append(
             AppliedVersion(row["version"], row["timestamp"], row["operation"], progress.point, progress.pending, note)

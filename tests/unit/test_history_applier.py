@@ -1,0 +1,196 @@
+"""The applier's decisions for history tables after crashes, against a recording stand-in for the Delta writer.
+
+The SQL each decision becomes runs in tests/e2e/test_history_tables.py; here the question is only which
+statements the applier asks for, and with which applied points, when the job restarts part-way.
+"""
+
+from __future__ import annotations
+
+from apply.applier import Applier
+from apply.history import HistoryChoice
+from apply.progress import AppliedPoint, TableProgress
+from schema_cache.events import (
+    Column,
+    Op,
+    Position,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    TableSchema,
+)
+
+ITEMS, GOODS = TableName("shop", "items"), TableName("shop", "goods")
+ITEMS_HISTORY, GOODS_HISTORY = TableName("shop_history", "items"), TableName("shop_history", "goods")
+
+
+def structure(table: TableName, *names: str) -> TableSchema:
+    return TableSchema(table, tuple(Column(n, "INT") for n in names), ("id",))
+
+
+class Crash(Exception):
+    pass
+
+
+class RecordingWriter:
+    """What the applier asked for, and the applied point each table's last marked commit holds."""
+
+    def __init__(self) -> None:
+        self.tables: dict[TableName, dict] = {}
+        self.calls: list[tuple] = []
+        self.crash_on: tuple[str, int] | None = None  # (call, n-th): raise Crash after it
+        self.evolved: list[tuple] = []  # (table, column names, options)
+
+    def _did(self, *call) -> None:
+        self.calls.append(call)
+        if self.crash_on and self.crash_on[0] == call[0]:
+            self.crash_on = (call[0], self.crash_on[1] - 1)
+            if self.crash_on[1] == 0:
+                self.crash_on = None
+                raise Crash(call)
+
+    def _mark(self, table, point) -> None:
+        if point is not None:
+            self.tables[table]["point"] = point
+
+    def progress(self, table):
+        if table not in self.tables:
+            return TableProgress(False)
+        return TableProgress(True, self.tables[table]["point"])
+
+    def columns(self, table):
+        return [(c, "int") for c in self.tables[table]["columns"]]
+
+    def create(self, table, schema, point, *, replace=False, note=None):
+        self.tables[table] = {"point": point, "columns": [c.name for c in schema.columns]}
+        self._did("create", table, point)
+
+    def create_history_from(self, history, table, point, *, exists):
+        self.tables[history] = {"point": point, "columns": self.tables[table]["columns"]}
+        self._did("begin", history, point)
+
+    def evolve(self, table, schema, point, **options):
+        self._mark(table, point)
+        self.evolved.append((table, [c.name for c in schema.columns], options))
+        self._did("evolve", table, point)
+        return False
+
+    def merge(self, table, schema, changes, point, **options):
+        self._mark(table, point)
+        self._did("merge", table, point, len(changes))
+
+    def merge_history(self, history, schema, source, point, *, note=None):
+        self._mark(history, point)
+        self._did("merge_history", history, point, len(source))
+
+    def close_history(self, history, commit_ts, point):
+        self._mark(history, point)
+        self._did("close", history, commit_ts)
+
+    def rename(self, old, new):
+        self.tables[new] = self.tables.pop(old)
+        self._did("rename", old, new)
+
+
+class Tombstones:
+    def __init__(self) -> None:
+        self.at: dict[TableName, int] = {}
+
+    def removed_at(self, table):
+        return self.at.get(table)
+
+    def record(self, table, commit_ts, why):
+        self.at[table] = commit_ts
+
+
+def insert(table, ts, key, schema=None):
+    return RowChange(table, ts, Op.INSERT, None, (key, ts), schema or structure(table, "id", "v"), Position("t", 0, ts))
+
+
+def applier(writer, tombstones):
+    return Applier(writer, tombstones, history=HistoryChoice(("shop.*",)))
+
+
+def test_a_crash_between_the_historys_merge_and_the_tables_replays_the_batch_into_the_table_alone():
+    writer, tombstones = RecordingWriter(), Tombstones()
+    applier(writer, tombstones).apply([insert(ITEMS, 10, 1)], {"t": 10})
+    writer.crash_on = ("merge", 1)  # the table's MERGE commits, then the job dies before its checkpoint
+    batch = [insert(ITEMS, 11, 2), insert(ITEMS, 12, 3)]
+    writer.tables[ITEMS]["point"] = AppliedPoint(ts=10)
+    try:
+        applier(writer, tombstones).apply(batch, {"t": 12})
+    except Crash:
+        pass
+    assert writer.tables[ITEMS_HISTORY]["point"] == AppliedPoint(ts=12)
+    writer.calls.clear()
+    applier(writer, tombstones).apply(batch, {"t": 12})  # the replay after the restart
+    assert not [c for c in writer.calls if c[0].startswith("merge")], "both hold it: the crash followed both MERGEs"
+
+    writer.tables[ITEMS]["point"] = AppliedPoint(ts=10)  # as if it had died before the table's MERGE
+    applier(writer, tombstones).apply(batch, {"t": 12})
+    assert [(c[0], c[1]) for c in writer.calls if c[0].startswith("merge")] == [("merge", ITEMS)]
+
+
+def test_a_crash_after_a_tables_rename_and_its_historys_leaves_no_history_under_the_old_name():
+    # Setup: items applied through 11 with its history; a batch with a row at 12, RENAME TABLE items TO goods
+    # at 20 and a row of goods at 21; the job dies right after the history's rename (before its checkpoint),
+    # then replays the batch.
+    writer, tombstones = RecordingWriter(), Tombstones()
+    applier(writer, tombstones).apply([insert(ITEMS, 10, 1), insert(ITEMS, 11, 2)], {"t": 11})
+    rename = SchemaChange(GOODS, 20, SchemaChangeKind.RENAME, structure(GOODS, "id", "v"), Position("t", 0, 20),
+                          "RENAME TABLE items TO goods", ITEMS)
+    batch = [insert(ITEMS, 12, 4), rename, insert(GOODS, 21, 3)]
+    tombstones_of_tables = {}
+
+    class TableTombstones(Tombstones):
+        def record(self, table, commit_ts, why):
+            super().record(table, commit_ts, why)
+            tombstones_of_tables[table] = commit_ts
+
+    tombstones = TableTombstones()
+    writer.crash_on = ("rename", 2)
+    try:
+        applier(writer, tombstones).apply(batch, {"t": 21})
+    except Crash:
+        pass
+    assert ITEMS_HISTORY in tombstones_of_tables and GOODS_HISTORY in writer.tables
+    writer.calls.clear()
+    applier(writer, tombstones).apply(batch, {"t": 21})
+    # Expect: the old name's row is a replay for its history too (its tombstone); nothing is created or
+    # begun under either name; goods' row goes to both.
+    assert ITEMS_HISTORY not in writer.tables and ITEMS not in writer.tables
+    assert not [c for c in writer.calls if c[0] in ("create", "begin")], writer.calls
+    assert {(c[0], c[1]) for c in writer.calls if c[0].startswith("merge")} == {
+        ("merge", GOODS), ("merge_history", GOODS_HISTORY)}
+
+
+def test_deletes_carrying_their_key_alone_share_a_merge_with_full_rows_of_their_commit_ts():
+    # Setup: open-protocol's delete-only-output-handle-key-columns: deletes' structure is the key alone.
+    # One transaction (commitTs 9) deletes two keys and inserts two, interleaved; the table keeps no history.
+    writer = RecordingWriter()
+    keys_only = structure(ITEMS, "id")
+    delete = lambda key: RowChange(ITEMS, 9, Op.DELETE, (key,), None, keys_only, Position("t", 0, key))  # noqa: E731
+    rows = [insert(ITEMS, 8, 3), delete(1), insert(ITEMS, 9, 4), delete(2), insert(ITEMS, 9, 5)]
+    Applier(writer, Tombstones()).apply(rows, {"t": 9})
+    # Expect: one MERGE (two of one commitTs would share their applied point, and Delta skips the second).
+    merges = [c for c in writer.calls if c[0] == "merge"]
+    assert merges == [("merge", ITEMS, AppliedPoint(ts=9), 5)]
+
+
+def test_a_ddl_without_structure_gives_the_history_the_next_rows_structure_with_the_ddls_renames():
+    # Setup: canal-json / open-protocol: ALTER ... RENAME COLUMN v TO w arrives without structure; the next
+    # row shows (id, w).
+    writer, tombstones = RecordingWriter(), Tombstones()
+    applier(writer, tombstones).apply([insert(ITEMS, 10, 1)], {"t": 10})
+    alter = SchemaChange(ITEMS, 20, SchemaChangeKind.ALTER, None, Position("t", 0, 20),
+                         "ALTER TABLE items RENAME COLUMN v TO w", None)
+    renamed = structure(ITEMS, "id", "w")
+    writer.evolved.clear()
+    applier(writer, tombstones).apply([alter, insert(ITEMS, 21, 2, renamed)], {"t": 21})
+    # Expect: the history evolves to (id, w) + its own columns reading the rename from the DDL text, keeping
+    # columns the rows lack, as the table takes the structure with the same text.
+    history = [(columns, options) for table, columns, options in writer.evolved if table == ITEMS_HISTORY]
+    assert history and history[-1][0][:2] == ["id", "w"]
+    assert history[-1][1]["statement"] == alter.statement and history[-1][1]["keep_dropped"]
+    table = [options for name, _, options in writer.evolved if name == ITEMS]
+    assert table and table[-1]["statement"] == alter.statement
