@@ -9,16 +9,7 @@ from __future__ import annotations
 from apply.applier import Applier
 from apply.history import HistoryChoice
 from apply.progress import AppliedPoint, TableProgress
-from schema_cache.events import (
-    Column,
-    Op,
-    Position,
-    RowChange,
-    SchemaChange,
-    SchemaChangeKind,
-    TableName,
-    TableSchema,
-)
+from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
 
 ITEMS, GOODS = TableName("shop", "items"), TableName("shop", "goods")
 ITEMS_HISTORY, GOODS_HISTORY = TableName("shop_history", "items"), TableName("shop_history", "goods")
