@@ -46,11 +46,12 @@ def assert_history(spark, target, model: HistoryModel, table_columns: set[str]) 
 def test_history_is_exact_through_ddl_and_after_kills_between_a_tables_merge_and_its_historys(spark, kafka, tmp_path):
     # Setup: Simple JSON; shop.items (history chosen by `shop.*`) through inserts, updates, deletes, a key move,
     # ADD COLUMN DEFAULT, DROP COLUMN, RENAME COLUMN, TRUNCATE, RENAME TABLE (to shop.goods); crm.notes beside
-    # it. An uninterrupted run, then a run killed (SIGKILL) right after a MERGE committed (a table's or its
-    # history's) and right after the table's rename (before its history's), then restarted.
-    # Expect: both runs give the tables upstream has and the exact history: every state with its commitTs
-    # range, op and current flag, dropped column kept, added default in current states only; the history
-    # follows the rename; crm.notes keeps none. The killed run writes no more versions per applied commitTs.
+    # it. A run killed (SIGKILL) right after a MERGE committed (a table's or its history's) and right after
+    # the table's rename (before its history's), then restarted. (The uninterrupted run is the Spark-engine
+    # test's below, whose history must be the same; CI time: each job process here costs a JVM.)
+    # Expect: the tables upstream has and the exact history: every state with its commitTs range, op and
+    # current flag, dropped column kept, added default in current states only; the history follows the
+    # rename and nothing is left under the old name; crm.notes keeps none.
     seed = random.randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)
@@ -63,11 +64,6 @@ def test_history_is_exact_through_ddl_and_after_kills_between_a_tables_merge_and
     def sections(target):
         return fault_kills.job_sections(kafka.bootstrap_servers, scene, target, f"h-{uuid.uuid4().hex}", BATCH)
 
-    baseline = fault_kills.uninterrupted(spark, sections(tmp_path / "uninterrupted"), scene)
-    assert_history(spark, tmp_path / "uninterrupted", model, columns)
-    assert not (tmp_path / "uninterrupted" / "crm_history").exists()
-    assert not (tmp_path / "uninterrupted" / "shop_history" / "items").exists()
-
     # Two kills (each costs a job process): after a MERGE (the history's or the table's, whichever came
     # first), and between the table's rename and its history's. Kills during a MERGE are the crash test's.
     planned = [
@@ -77,11 +73,13 @@ def test_history_is_exact_through_ddl_and_after_kills_between_a_tables_merge_and
     workdir = tmp_path / "killed"
     workdir.mkdir()
     killed = sections(workdir / "delta")
-    outcome = fault_kills.kill_run(scene, killed, workdir, len(planned), rng, baseline, spark, planned=planned)
+    outcome = fault_kills.kill_run(scene, killed, workdir, len(planned), rng, None, spark, planned=planned)
     print(f"kills: {outcome.kills}")
     assert outcome.kills, "no kill happened: the workload ended before its kill points"
     assert outcome.equal, outcome.problems
     assert_history(spark, workdir / "delta", model, columns)
+    assert not (workdir / "delta" / "crm_history").exists()
+    assert not (workdir / "delta" / "shop_history" / "items").exists()
 
 
 def test_history_chosen_for_a_table_already_applied_begins_with_its_rows(spark, kafka, tmp_path):
@@ -124,10 +122,11 @@ def test_the_spark_engine_keeps_the_same_history(spark, kafka, tmp_path):
     # Expect: the tables upstream has and the exact history, as the driver engine gives them.
     rng = random.Random(11)
     feed = Changefeed(3)
-    model = history_workload(feed, rng, txns=3)
+    model = history_workload(feed, rng, txns=2)
     topic, target = f"history-{uuid.uuid4().hex[:8]}", tmp_path / "delta"
     publish(kafka, topic, feed.messages)
     run_job(spark, kafka, topic, str(target), f"g-{uuid.uuid4().hex}", engine="spark",
             run={"batch_max_messages": 10_000, "batch_max_seconds": 30.0}, **HISTORY)
     assert fault_kills.differences(spark, target, feed, None) == []
     assert_history(spark, target, model, {"id", "title", "qty", "note", "stock"})
+    assert not (target / "crm_history").exists() and not (target / "shop_history" / "items").exists()
