@@ -46,7 +46,7 @@ def assert_history(spark, target, model: HistoryModel, table_columns: set[str]) 
 def test_history_is_exact_through_ddl_and_after_kills_between_a_tables_merge_and_its_historys(spark, kafka, tmp_path):
     # Setup: Simple JSON; shop.items (history chosen by `shop.*`) through inserts, updates, deletes, a key move,
     # ADD COLUMN DEFAULT, DROP COLUMN, RENAME COLUMN, TRUNCATE, RENAME TABLE (to shop.goods); crm.notes beside
-    # it. A run killed (SIGKILL) right after a MERGE committed (a table's or its history's) and right after
+    # it. A run killed (SIGKILL) right after a MERGE committed (a table's or its history's) or right after
     # the table's rename (before its history's), then restarted. (The uninterrupted run is the Spark-engine
     # test's below, whose history must be the same; CI time: each job process here costs a JVM.)
     # Expect: the tables upstream has and the exact history: every state with its commitTs range, op and
@@ -64,12 +64,11 @@ def test_history_is_exact_through_ddl_and_after_kills_between_a_tables_merge_and
     def sections(target):
         return fault_kills.job_sections(kafka.bootstrap_servers, scene, target, f"h-{uuid.uuid4().hex}", BATCH)
 
-    # Two kills (each costs a job process): after a MERGE (the history's or the table's, whichever came
-    # first), and between the table's rename and its history's. Kills during a MERGE are the crash test's.
-    planned = [
-        fault_kills.KillPlan("after_table_commit", hit=rng.randint(1, 4)),
-        fault_kills.KillPlan("rename", moment="after"),
-    ]
+    # One kill (each costs a job process: CI time): after a MERGE (the history's or the table's, whichever
+    # came first), or between the table's rename and its history's, by the seed. Kills during a MERGE are the
+    # crash test's; tests/unit/test_history_applier.py takes each crash point's decisions without Spark.
+    planned = [rng.choice([fault_kills.KillPlan("after_table_commit", hit=rng.randint(1, 4)),
+                           fault_kills.KillPlan("rename", moment="after")])]
     workdir = tmp_path / "killed"
     workdir.mkdir()
     killed = sections(workdir / "delta")
