@@ -370,9 +370,7 @@ class Applier:
                       structure_open: str | None = None) -> None:
         """Rows newer than the history's structure add or widen its columns, as they do the table's; the first
         rows after a DDL without structure (`structure_open`: its text) give it theirs, dropped columns kept."""
-        if state.aligned_to is not None and (
-            state.aligned_to.same_structure(schema) or (schema.version or 0) < (state.aligned_to.version or 0)
-        ):
+        if _holds_structure(state, schema):
             return
         if not state.exists:
             self._writer.create(history, history_schema(schema), None, replace=False)
@@ -468,10 +466,8 @@ class Applier:
         return TableSchema(schema.name, tuple(schema.columns[i] for i in keep), schema.key, schema.table_id, schema.version)
 
     def _grow_structure(self, table: TableName, state: _TableState, schema: TableSchema) -> None:
-        if state.aligned_to is not None and (
-            state.aligned_to.same_structure(schema) or (schema.version or 0) < (state.aligned_to.version or 0)
-        ):
-            return  # the same structure, or rows older than the table's structure
+        if _holds_structure(state, schema):
+            return
         if not state.exists:
             self._writer.create(table, schema, None, replace=False)
             state.exists = state.empty = True
@@ -626,6 +622,14 @@ class Applier:
             moved = self._tables.pop(old)
             state.exists, state.aligned_to, state.empty = True, moved.aligned_to, moved.empty
         self._alter(change, state, point)
+
+
+def _holds_structure(state: _TableState, schema: TableSchema) -> bool:
+    """Whether rows of `schema` need nothing added: the structure the table was aligned to, or an older one."""
+    aligned = state.aligned_to
+    return aligned is not None and (
+        aligned.same_structure(schema) or (schema.version or 0) < (aligned.version or 0)
+    )
 
 
 def _fit_deletes(segment: list[RowChange], row: RowChange) -> tuple[list[RowChange], RowChange] | None:
