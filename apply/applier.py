@@ -38,7 +38,7 @@ from apply.metrics import PhaseTimes
 from apply.progress import AppliedPoint, PendingBackfill
 from apply.staging import StagedRun
 from apply.table_registry import TableRegistry
-from apply.tombstones import Tombstones
+from apply.tombstones import Removal, Tombstones
 from schema_cache.events import (
     Event,
     Ordering,
@@ -69,6 +69,8 @@ class _TableState:
     empty: bool = False
     # A history table created to begin from its table's rows, which it has not got yet.
     seeding: bool = False
+    # Missing: the DROP or RENAME that removed it (its tombstone), when known.
+    removal: Removal | None = None
 
 
 @dataclass(slots=True)
@@ -176,11 +178,13 @@ class Applier:
                     f"{table}: the snapshot load at TSO {progress.snapshot_loading} replaced it and did not finish; "
                     "run `ticdc-delta snapshot` again before the job"
                 )
-            point = progress.point
+            point, removal = progress.point, None
             if not progress.exists:
-                removed = self._tombstones.removed_at(table)
-                point = AppliedPoint(ts=removed) if removed is not None else None
-            state = _TableState(progress.exists, point, pending=progress.pending, seeding=progress.history_seeding)
+                removal = self._tombstones.removal(table)
+                point = AppliedPoint(ts=removal.ts) if removal is not None else None
+            state = _TableState(
+                progress.exists, point, pending=progress.pending, seeding=progress.history_seeding, removal=removal
+            )
             self._tables[table] = state
             if point is not None:
                 log.info("%s: applied through %s", table, point.to_json())
@@ -209,7 +213,7 @@ class Applier:
 
     def _held_by_all(self, event: RowChange | SchemaChange) -> bool:
         """Whether the table, and its history if it keeps one, already hold this event (a replay)."""
-        if not self._covered(self._state(event.table), event):
+        if not self._holds(event.table, event):
             return False
         history = self._history_of(event.table)
         if history is None:
@@ -218,7 +222,22 @@ class Applier:
             return False  # the table was renamed, its history not yet
         if self._begins_from_table(event.table, history):
             return True  # a history still to begin will be made of the table, which holds the event
-        return self._covered(self._state(history), event)
+        return self._holds(history, event)
+
+    def _holds(self, name: TableName, event: RowChange | SchemaChange) -> bool:
+        """Whether the table (or history) `name` already holds this event."""
+        state = self._state(name)
+        if not self._covered(state, event):
+            return False
+        # A missing name's point is its tombstone's commitTs; a rename into it at that commitTs (the
+        # second half of a swap) may still be due.
+        renames_into = (
+            isinstance(event, SchemaChange)
+            and event.kind is SchemaChangeKind.RENAME
+            and event.previous_name not in (None, event.table)
+        )
+        return not (renames_into and not state.exists and state.removal is not None
+                    and state.removal.freed_for_later_rename(event.commit_ts))
 
     def _renames_history(self, event: RowChange | SchemaChange, history: TableName) -> bool:
         """Whether `event` renames a table whose history is still under the old name."""
@@ -512,13 +531,13 @@ class Applier:
         if history is not None and change.kind is not SchemaChangeKind.RENAME:
             # Before the table's DDL: a history chosen now begins with the rows the DDL may remove.
             self._begin_history(table, history)
-        if not self._covered(state, change):
+        if not self._holds(table, change):
             log.info("%s: applying %s at commitTs %d (%s)", table, change.kind.value, change.commit_ts, change.statement)
             point = self._point_after(state, [change], change.commit_ts)
             _HANDLERS[change.kind](self, change, state, point)
             state.point = point
             state.columns = None
-        if history is not None and not self._covered(self._state(history), change):
+        if history is not None and not self._holds(history, change):
             self._history_schema_change(change, history)
         self._summary.schema_changes += 1
         self._summary.tables.add(table)
@@ -534,7 +553,7 @@ class Applier:
             old_history = self._history_of(old)
             if old_history is not None and self._state(old_history).exists:
                 # Replays of the old name's rows are then known to be in it (as the table's tombstone says).
-                self._tombstones.record(old_history, change.commit_ts, f"renamed to {history}")
+                self._record_removal(old_history, change.commit_ts, f"renamed to {history}")
                 self._writer.rename(old_history, history)
                 moved = self._tables.pop(old_history)
                 state.exists, state.aligned_to, state.point, state.pending = True, moved.aligned_to, moved.point, moved.pending
@@ -608,16 +627,24 @@ class Applier:
             self._alter(change, state, point)
 
     def _drop(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
-        self._tombstones.record(change.table, change.commit_ts, "dropped")
+        self._record_removal(change.table, change.commit_ts, "dropped")
         if state.exists:
             self._writer.drop(change.table)
         state.exists = False
         state.aligned_to = None
 
+    def _record_removal(self, table: TableName, commit_ts: int, reason: str) -> None:
+        """The tombstone of `table`, with the commitTs it was applied through (a rename into its name
+        later at the same commitTs is told from a replay by it)."""
+        state = self._state(table)
+        held_through = None if state.point is None else state.point.ts
+        self._tombstones.record(table, commit_ts, reason, held_through=held_through)
+        state.removal = Removal(commit_ts, held_through)
+
     def _rename(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
         old = change.previous_name
         if old is not None and old != change.table and not state.exists and self._state(old).exists:
-            self._tombstones.record(old, change.commit_ts, f"renamed to {change.table}")
+            self._record_removal(old, change.commit_ts, f"renamed to {change.table}")
             self._writer.rename(old, change.table)
             moved = self._tables.pop(old)
             state.exists, state.aligned_to, state.empty = True, moved.aligned_to, moved.empty

@@ -349,6 +349,18 @@ class Changefeed:
         self._emitter.ddl("RENAME", state.schema, ts, sql, previous=(database, table))
         return ts
 
+    def rename_tables(self, database: str, renames: Sequence[tuple[str, str]]) -> int:
+        """RENAME TABLE a TO b, c TO d, ... in one DDL, one commitTs: as TiCDC sends it, one RENAME per table,
+        in the statement's order, each with its own clause as its statement (a swap frees a name and takes it)."""
+        ts = self._tick()
+        for table, new_table in renames:
+            state = self._tables.pop((database, table))
+            state.schema = {**state.schema, "table": new_table}
+            self._tables[(database, new_table)] = state
+            sql = f"RENAME TABLE `{database}`.`{table}` TO `{database}`.`{new_table}`"
+            self._emitter.ddl("RENAME", state.schema, ts, sql, previous=(database, table))
+        return ts
+
     def truncate_table(self, database: str, table: str) -> int:
         state = self._tables[(database, table)]
         state.rows.clear()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 import orjson
 
 from schema_cache.codec import RowCodec, ValueContext
+from schema_cache.ddl_text import renamed_from
 from schema_cache.decoder import decoding, read_commit_ts, require_handle_key
 from schema_cache.events import (
     Event,
@@ -184,14 +185,21 @@ class SimpleDecoder:
             log.warning("ignoring %s at %s: no table schema (%s)", body["type"], message.position, statement)
             return []
         database, table, version = self._key_of(raw_schema)
-        previous_name = self._name_before(int(raw_schema.get("tableID") or 0), version, TableName(database, table))
+        kind = _DDL_KINDS[str(body["type"])]
+        previous_name = None
+        if kind is SchemaChangeKind.RENAME:
+            # The statement names the old name (TiCDC sends `RENAME TABLE a TO b, c TO d` as one
+            # RENAME per table, each with its own clause). Versions cannot tell apart two earlier names
+            # of one table id at one version (a swap through a temporary name), so they only fill in.
+            previous_name = renamed_from(statement, database, TableName(database, table)) or self._name_before(
+                int(raw_schema.get("tableID") or 0), version, TableName(database, table)
+            )
         released = self._learn(raw_schema)
         if body.get("preTableSchema"):
             # In current TiCDC this is the other table of EXCHANGE PARTITION, not
             # the pre-DDL structure; its rows may still arrive, so cache it.
             released += self._learn(body["preTableSchema"])
         parsed = self._schemas[self._key_of(raw_schema)]
-        kind = _DDL_KINDS[str(body["type"])]
         change = SchemaChange(
             table=parsed.schema.name,
             commit_ts=read_commit_ts(body["commitTs"]),
@@ -199,7 +207,7 @@ class SimpleDecoder:
             schema=parsed.schema,
             position=message.position,
             statement=statement,
-            previous_name=previous_name if kind is SchemaChangeKind.RENAME else None,
+            previous_name=previous_name,
         )
         return [change, *released]
 

@@ -8,94 +8,12 @@ from __future__ import annotations
 
 from apply.applier import Applier
 from apply.history import HistoryChoice
-from apply.progress import AppliedPoint, TableProgress
-from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
+from apply.progress import AppliedPoint
+from schema_cache.events import Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName
+from tests.recording_writer import Crash, RecordingWriter, Tombstones, insert, structure
 
 ITEMS, GOODS = TableName("shop", "items"), TableName("shop", "goods")
 ITEMS_HISTORY, GOODS_HISTORY = TableName("shop_history", "items"), TableName("shop_history", "goods")
-
-
-def structure(table: TableName, *names: str) -> TableSchema:
-    return TableSchema(table, tuple(Column(n, "INT") for n in names), ("id",))
-
-
-class Crash(Exception):
-    pass
-
-
-class RecordingWriter:
-    """What the applier asked for, and the applied point each table's last marked commit holds."""
-
-    def __init__(self) -> None:
-        self.tables: dict[TableName, dict] = {}
-        self.calls: list[tuple] = []
-        self.crash_on: tuple[str, int] | None = None  # (call, n-th): raise Crash after it
-        self.evolved: list[tuple] = []  # (table, column names, options)
-
-    def _did(self, *call) -> None:
-        self.calls.append(call)
-        if self.crash_on and self.crash_on[0] == call[0]:
-            self.crash_on = (call[0], self.crash_on[1] - 1)
-            if self.crash_on[1] == 0:
-                self.crash_on = None
-                raise Crash(call)
-
-    def _mark(self, table, point) -> None:
-        if point is not None:
-            self.tables[table]["point"] = point
-
-    def progress(self, table):
-        if table not in self.tables:
-            return TableProgress(False)
-        return TableProgress(True, self.tables[table]["point"])
-
-    def columns(self, table):
-        return [(c, "int") for c in self.tables[table]["columns"]]
-
-    def create(self, table, schema, point, *, replace=False, note=None):
-        self.tables[table] = {"point": point, "columns": [c.name for c in schema.columns]}
-        self._did("create", table, point)
-
-    def create_history_from(self, history, table, point, *, exists):
-        self.tables[history] = {"point": point, "columns": self.tables[table]["columns"]}
-        self._did("begin", history, point)
-
-    def evolve(self, table, schema, point, **options):
-        self._mark(table, point)
-        self.evolved.append((table, [c.name for c in schema.columns], options))
-        self._did("evolve", table, point)
-        return False
-
-    def merge(self, table, schema, changes, point, **options):
-        self._mark(table, point)
-        self._did("merge", table, point, len(changes))
-
-    def merge_history(self, history, schema, source, point, *, note=None):
-        self._mark(history, point)
-        self._did("merge_history", history, point, len(source))
-
-    def close_history(self, history, commit_ts, point):
-        self._mark(history, point)
-        self._did("close", history, commit_ts)
-
-    def rename(self, old, new):
-        self.tables[new] = self.tables.pop(old)
-        self._did("rename", old, new)
-
-
-class Tombstones:
-    def __init__(self) -> None:
-        self.at: dict[TableName, int] = {}
-
-    def removed_at(self, table):
-        return self.at.get(table)
-
-    def record(self, table, commit_ts, why):
-        self.at[table] = commit_ts
-
-
-def insert(table, ts, key, schema=None):
-    return RowChange(table, ts, Op.INSERT, None, (key, ts), schema or structure(table, "id", "v"), Position("t", 0, ts))
 
 
 def applier(writer, tombstones):
@@ -134,8 +52,8 @@ def test_a_crash_after_a_tables_rename_and_its_historys_leaves_no_history_under_
     tombstones_of_tables = {}
 
     class TableTombstones(Tombstones):
-        def record(self, table, commit_ts, why):
-            super().record(table, commit_ts, why)
+        def record(self, table, commit_ts, why, held_through=None):
+            super().record(table, commit_ts, why, held_through)
             tombstones_of_tables[table] = commit_ts
 
     tombstones = TableTombstones()

@@ -303,6 +303,27 @@ def test_rename_table_names_the_previous_table_after_a_restore_that_already_know
         assert (change.table, change.previous_name) == (TableName("d2", "new"), TableName("d", "old"))
 
 
+@pytest.mark.parametrize("renamed_version", [5, 7], ids=["version-kept", "version-bumped"])
+def test_a_trade_of_names_through_a_temporary_one_names_each_renames_previous_table(renamed_version):
+    # Setup: RENAME TABLE a TO tmp, b TO a, tmp TO b: one DDL, which TiCDC sends as three RENAMEs at one
+    # commitTs, each with its own clause; table 1 has had two other names (a, tmp) at the same version
+    # when it becomes b.
+    # Expect: each RENAME names the table it renames (the last one tmp, not a).
+    writer = SimpleJsonWriter()
+    decoder = SimpleDecoder()
+    schemas = {}
+    for table_id, name in ((1, "a"), (2, "b")):
+        schemas[table_id] = table_schema("d", name, table_id=table_id, version=5,
+                                         columns=[column("id", "int", nullable=False)], primary_key=["id"])
+        decoder.decode(message(writer.ddl("CREATE", schemas[table_id], 5, f"CREATE TABLE {name} (id int primary key)")))
+    renames = [(1, "a", "tmp"), (2, "b", "a"), (1, "tmp", "b")]
+    for offset, (table_id, old, new) in enumerate(renames, start=1):
+        after = {**schemas[table_id], "table": new, "version": renamed_version}
+        (change,) = decoder.decode(message(writer.ddl("RENAME", after, 9, f"RENAME TABLE `d`.`{old}` TO `d`.`{new}`"),
+                                           offset=offset))
+        assert (change.table, change.previous_name) == (TableName("d", new), TableName("d", old))
+
+
 def test_unique_index_gives_a_keyless_table_its_handle_key():
     # Setup: a table without keys, then CREATE UNIQUE INDEX on a NOT NULL column (CINDEX).
     # Expect: rows before are bad input; rows after carry the new handle key.
