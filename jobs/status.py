@@ -112,7 +112,16 @@ def gather_status(config: Config, spark) -> StatusReport:
         PartitionStatus(tp.topic, tp.partition, committed.get(tp), end) for tp, (_, end) in sorted(ranges.items())
     ]
     tombstones = Tombstones(sql, locator)
-    tables = [_table_status(sql, locator, tombstones, t) for t in TableRegistry(sql, locator, consumer).tables()]
+    # Each table, then its history table if it keeps one: the history's applied point can trail the
+    # table's (a crash between their MERGEs) until the next batch catches it up.
+    history = config.history.choice()
+    named = [
+        name
+        for table in TableRegistry(sql, locator, consumer).tables()
+        for name in (table, history.history_of(table) if history.wants(table) else None)
+        if name is not None
+    ]
+    tables = [_table_status(sql, locator, tombstones, t) for t in named]
     saved_at = None
     if checkpoint is not None and checkpoint.saved_at is not None:
         saved_at = checkpoint.saved_at.astimezone(dt.timezone.utc)  # Spark gives local wall-clock time

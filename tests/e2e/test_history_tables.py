@@ -12,10 +12,11 @@ import pytest
 
 from apply.locator import PathLocator
 from benchmarks import fault_kills
+from jobs.status import gather_status
 from schema_cache.events import TableName
 from testbed.changefeed import Changefeed
 from tests.history_model import HISTORY_COLUMNS, HistoryModel, history_workload, random_changes
-from tests.support import publish, run_job
+from tests.support import job_config, publish, run_job
 
 pytestmark = [
     pytest.mark.e2e,
@@ -112,6 +113,11 @@ def test_history_chosen_for_a_table_already_applied_begins_with_its_rows(spark, 
     versions = spark.sql(f"DESCRIBE HISTORY {name}").count()
     run_job(spark, kafka, topic, target, group, **HISTORY)
     assert spark.sql(f"DESCRIBE HISTORY {name}").count() == versions
+    # `ticdc-delta status` lists the history after its table, applied through the same point.
+    tables = {t.name: t for t in gather_status(job_config(kafka, topic, target, group, **HISTORY), spark).tables}
+    names = list(tables)
+    assert names[names.index("shop.items") + 1] == "shop_history.items" and "crm_history.notes" not in names
+    assert tables["shop_history.items"].exists and tables["shop_history.items"].applied_ts == tables["shop.items"].applied_ts
 
 
 def test_the_spark_engine_keeps_the_same_history(spark, kafka, tmp_path):
