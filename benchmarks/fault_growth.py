@@ -1,6 +1,7 @@
 """The fault script's growth section: the checkpoint table after many batches, with its retention and compaction.
 
     .venv/bin/python benchmarks/faults.py --only growth [--growth-batches N] [--growth-keep K] [--growth-cleanup-every E]
+        [--growth-workdir DIR | --growth-resume DIR/ticdc-growth-...]
 
 Saves `--growth-batches` checkpoints through the product's own `CheckpointStore` on a local Spark + Delta
 session, as the job does after each batch: save, then clean up when the batch number says so
@@ -17,11 +18,18 @@ rows than keep + cleanup_every, or the snapshot more data files than cleanup_eve
 file per save since the last cleanup, which compacts every consumer's), or, with
 `--growth-file-retention-seconds 0`, a data file on disk is not in the snapshot (a stray file no cleanup
 removes), at any sample or at the end.
+
+10,000 saves take longer than a working session on a 2-core machine (each save lists the table's
+`_delta_log` on a local file system, which grows by four files a save for a day or two: see the README).
+A run stopped part-way leaves its table in `--growth-workdir`; `--growth-resume` continues that table
+from each consumer's newest checkpoint up to `--growth-batches` saves in all, keeping the table (the
+figures then count the saves of the whole table, the timings those of this run).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
@@ -53,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--growth-sample-every", type=int, default=500, help="saves between two looks at the table")
     group.add_argument("--growth-workdir", type=Path, default=None, help="where the table goes (default: a temp dir)")
+    group.add_argument(
+        "--growth-resume", type=Path, default=None, help="a stopped run's folder (ticdc-growth-...): continue its table"
+    )
 
 
 # --- what is measured -----------------------------------------------------------------------
@@ -154,9 +165,18 @@ def _checkpoint(consumer: str, batch: int, state: bytes):
 
 def _save_all(args, store, retention, sql, name: str, folder: Path, consumers: list[str]) -> tuple[Timings, list[str]]:
     timings, problems = Timings(), []
+    # Each consumer's batches are numbered 1, 2, ... and saved round-robin: a resumed table's newest
+    # checkpoints say how many were saved.
     batches = dict.fromkeys(consumers, 0)
+    if args.growth_resume is not None:
+        for consumer in consumers:
+            newest = store.load(consumer)
+            batches[consumer] = newest.batch if newest is not None else 0
+    done = sum(batches.values())
+    if done:
+        print(f"resuming after {done:,} saves: {batches}", flush=True)
     started = time.perf_counter()
-    for n in range(1, args.growth_batches + 1):
+    for n in range(done + 1, args.growth_batches + 1):
         consumer = consumers[(n - 1) % len(consumers)]
         batches[consumer] += 1
         batch = batches[consumer]
@@ -182,6 +202,8 @@ def _mean(values: list[float]) -> float:
 
 
 def _report_times(timings: Timings, saves: int) -> None:
+    if not saves:
+        return
     tenth = max(1, len(timings.saves) // 10)
     print(
         f"seconds per save: mean {_mean(timings.saves):.3f} (first tenth {_mean(timings.saves[:tenth]):.3f}, "
@@ -216,7 +238,14 @@ def run(args: argparse.Namespace) -> bool:
     )
     spark = get_spark("local[*]")
     sql = SqlSession(spark)
-    with tempfile.TemporaryDirectory(prefix="ticdc-growth-", dir=args.growth_workdir) as workdir:
+    if args.growth_resume is not None:
+        if not (args.growth_resume / "_ticdc" / "checkpoints" / "_delta_log").is_dir():
+            raise SystemExit(f"--growth-resume: no checkpoint table in {args.growth_resume}")
+        folder_of_run = contextlib.nullcontext(str(args.growth_resume))
+    else:
+        folder_of_run = tempfile.TemporaryDirectory(prefix="ticdc-growth-", dir=args.growth_workdir)
+    with folder_of_run as workdir:
+        print(f"the table's folder: {workdir}", flush=True)
         locator = PathLocator(workdir)
         store = CheckpointStore(sql, locator, retention)
         name = locator.internal_sql_name("checkpoints")
@@ -227,7 +256,7 @@ def run(args: argparse.Namespace) -> bool:
         newest = {c: store.load(c).batch for c in consumers}
     print(f"at the end: {describe(final)}", flush=True)
     print(f"newest checkpoint per consumer: {newest}", flush=True)
-    _report_times(timings, args.growth_batches)
+    _report_times(timings, len(timings.saves))
     for problem in dict.fromkeys(problems):
         print(f"  unbounded: {problem}", flush=True)
     print(f"growth: {'FAILED' if problems else 'ok'}", flush=True)
