@@ -188,11 +188,9 @@ class SimpleDecoder:
         kind = _DDL_KINDS[str(body["type"])]
         previous_name = None
         if kind is SchemaChangeKind.RENAME:
-            # The statement names the old name (TiCDC sends `RENAME TABLE a TO b, c TO d` as one
-            # RENAME per table, each with its own clause). Versions cannot tell apart two earlier names
-            # of one table id at one version (a swap through a temporary name), so they only fill in.
-            previous_name = renamed_from(statement, database, TableName(database, table)) or self._name_before(
-                int(raw_schema.get("tableID") or 0), version, TableName(database, table)
+            new_name = TableName(database, table)
+            previous_name = self._name_before(
+                int(raw_schema.get("tableID") or 0), version, new_name, renamed_from(statement, database, new_name)
             )
         released = self._learn(raw_schema)
         if body.get("preTableSchema"):
@@ -227,23 +225,30 @@ class SimpleDecoder:
             self._forget_old_versions(key[:2])
         return key
 
-    def _name_before(self, table_id: int, version: int, name: TableName) -> TableName | None:
+    def _name_before(self, table_id: int, version: int, name: TableName, stated: TableName | None) -> TableName | None:
         """The name table `table_id` had before a DDL gave it `name` at schema `version` (None: unknown).
 
-        Taken from the newest cached structure of the table up to `version` other than the DDL's own,
-        preferring another name at equal versions (a rename may keep the version). Decided by version,
-        not by what was cached last: a schema cache restored from a checkpoint may already hold the
-        renamed structure (learned before a crash from a DDL the checkpoint did not cover yet), and
-        the DDL's copies on other partitions arrive after it was learned.
+        The statement's old name (`stated`) when the table had it: TiCDC sends `RENAME TABLE a TO b,
+        c TO d` as one RENAME per table, each with its own clause, and a table traded through a
+        temporary name had two earlier names at one version, which versions cannot order. Otherwise
+        the newest cached structure of the table up to `version` other than the DDL's own, preferring
+        another name at equal versions (a rename may keep the version): an unqualified old name in
+        the statement is in the session's database, which the message does not carry. Decided by
+        version, not by what was cached last: a schema cache restored from a checkpoint may already
+        hold the renamed structure (learned before a crash from a DDL the checkpoint did not cover
+        yet), and the DDL's copies on other partitions arrive after it was learned. Nothing cached:
+        the statement's name, if any.
         """
         if not table_id:
-            return None
+            return stated
         older = [
             (key[2], codec.schema.name != name, codec.schema.name)
             for key, codec in self._schemas.items()
             if codec.schema.table_id == table_id and key[2] <= version and (codec.schema.name, key[2]) != (name, version)
         ]
-        return max(older, key=lambda found: found[:2])[2] if older else None
+        if stated is not None and any(found[2] == stated for found in older):
+            return stated
+        return max(older, key=lambda found: found[:2])[2] if older else stated
 
     def _forget_old_versions(self, table: tuple[str, str]) -> None:
         versions = sorted(k for k in self._schemas if k[:2] == table)

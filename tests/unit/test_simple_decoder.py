@@ -269,13 +269,16 @@ def test_create_decoder_rejects_unknown_protocol_and_encoding():
     assert isinstance(create_decoder(protocol_options("simple", {"encoding": "avro"})), SimpleDecoder)
 
 
-def test_rename_table_names_the_previous_table_by_its_table_id():
+# Unqualified, the old name is in the session's database (d here), which the message does not carry.
+@pytest.mark.parametrize("statement", ["RENAME TABLE d.old TO d2.new", "RENAME TABLE old TO d2.new"],
+                         ids=["qualified", "unqualified"])
+def test_rename_table_names_the_previous_table_by_its_table_id(statement):
     writer = SimpleJsonWriter()
     before = table_schema("d", "old", table_id=42, version=5, columns=[column("id", "int", nullable=False)], primary_key=["id"])
     after = {**before, "schema": "d2", "table": "new"}  # TiDB keeps the id and the schema version
     decoder = SimpleDecoder()
     decoder.decode(message(writer.ddl("CREATE", before, 5, "CREATE TABLE old (id int primary key)")))
-    (change,) = decoder.decode(message(writer.ddl("RENAME", after, 9, "RENAME TABLE d.old TO d2.new")))
+    (change,) = decoder.decode(message(writer.ddl("RENAME", after, 9, statement)))
     assert change.kind is SchemaChangeKind.RENAME
     assert (change.table, change.previous_name) == (TableName("d2", "new"), TableName("d", "old"))
     (row,) = decoder.decode(message(writer.insert(after, 10, {"id": 1})))
