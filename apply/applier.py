@@ -231,20 +231,13 @@ class Applier:
             return False
         # A missing name's point is its tombstone's commitTs; a rename into it at that commitTs (the
         # second half of a swap) may still be due.
-        renames_into = (
-            isinstance(event, SchemaChange)
-            and event.kind is SchemaChangeKind.RENAME
-            and event.previous_name not in (None, event.table)
-        )
-        return not (renames_into and not state.exists and state.removal is not None
+        return not (_renamed_from(event) is not None and not state.exists and state.removal is not None
                     and state.removal.freed_for_later_rename(event.commit_ts))
 
     def _renames_history(self, event: RowChange | SchemaChange, history: TableName) -> bool:
         """Whether `event` renames a table whose history is still under the old name."""
-        if not isinstance(event, SchemaChange) or event.kind is not SchemaChangeKind.RENAME:
-            return False
-        old = event.previous_name
-        old_history = self._history_of(old) if old is not None and old != event.table else None
+        old = _renamed_from(event)
+        old_history = self._history_of(old) if old is not None else None
         return old_history is not None and not self._state(history).exists and self._state(old_history).exists
 
     def _covered(self, state: _TableState, event: RowChange | SchemaChange) -> bool:
@@ -548,8 +541,8 @@ class Applier:
         history is renamed with it."""
         state = self._state(history)
         point = self._point_after(state, [change], change.commit_ts)
-        old = change.previous_name
-        if change.kind is SchemaChangeKind.RENAME and old is not None and old != change.table and not state.exists:
+        old = _renamed_from(change)
+        if old is not None and not state.exists:
             old_history = self._history_of(old)
             if old_history is not None and self._state(old_history).exists:
                 # Replays of the old name's rows are then known to be in it (as the table's tombstone says).
@@ -642,13 +635,20 @@ class Applier:
         state.removal = Removal(commit_ts, held_through)
 
     def _rename(self, change: SchemaChange, state: _TableState, point: AppliedPoint) -> None:
-        old = change.previous_name
-        if old is not None and old != change.table and not state.exists and self._state(old).exists:
+        old = _renamed_from(change)
+        if old is not None and not state.exists and self._state(old).exists:
             self._record_removal(old, change.commit_ts, f"renamed to {change.table}")
             self._writer.rename(old, change.table)
             moved = self._tables.pop(old)
             state.exists, state.aligned_to, state.empty = True, moved.aligned_to, moved.empty
         self._alter(change, state, point)
+
+
+def _renamed_from(event: RowChange | SchemaChange) -> TableName | None:
+    """The name a RENAME moves its table from (None: not a RENAME, or one that names no other table)."""
+    if isinstance(event, SchemaChange) and event.kind is SchemaChangeKind.RENAME and event.previous_name != event.table:
+        return event.previous_name
+    return None
 
 
 def _holds_structure(state: _TableState, schema: TableSchema) -> bool:

@@ -115,12 +115,11 @@ def gather_status(config: Config, spark) -> StatusReport:
     # Each table, then its history table if it keeps one: the history's applied point can trail the
     # table's (a crash between their MERGEs) until the next batch catches it up.
     history = config.history.choice()
-    named = [
-        name
-        for table in TableRegistry(sql, locator, consumer).tables()
-        for name in (table, history.history_of(table) if history.wants(table) else None)
-        if name is not None
-    ]
+    named = []
+    for table in TableRegistry(sql, locator, consumer).tables():
+        named.append(table)
+        if history.wants(table):
+            named.append(history.history_of(table))
     tables = [_table_status(sql, locator, tombstones, t) for t in named]
     saved_at = None
     if checkpoint is not None and checkpoint.saved_at is not None:

@@ -341,12 +341,8 @@ class Changefeed:
 
     def rename_table(self, database: str, table: str, new_database: str, new_table: str) -> int:
         """RENAME TABLE: same table id and schema version, new name."""
-        state = self._tables.pop((database, table))
         ts = self._tick()
-        state.schema = {**state.schema, "schema": new_database, "table": new_table}
-        self._tables[(new_database, new_table)] = state
-        sql = f"RENAME TABLE `{database}`.`{table}` TO `{new_database}`.`{new_table}`"
-        self._emitter.ddl("RENAME", state.schema, ts, sql, previous=(database, table))
+        self._rename(database, table, new_database, new_table, ts)
         return ts
 
     def rename_tables(self, database: str, renames: Sequence[tuple[str, str]]) -> int:
@@ -354,12 +350,15 @@ class Changefeed:
         in the statement's order, each with its own clause as its statement (a swap frees a name and takes it)."""
         ts = self._tick()
         for table, new_table in renames:
-            state = self._tables.pop((database, table))
-            state.schema = {**state.schema, "table": new_table}
-            self._tables[(database, new_table)] = state
-            sql = f"RENAME TABLE `{database}`.`{table}` TO `{database}`.`{new_table}`"
-            self._emitter.ddl("RENAME", state.schema, ts, sql, previous=(database, table))
+            self._rename(database, table, database, new_table, ts)
         return ts
+
+    def _rename(self, database: str, table: str, new_database: str, new_table: str, ts: int) -> None:
+        state = self._tables.pop((database, table))
+        state.schema = {**state.schema, "schema": new_database, "table": new_table}
+        self._tables[(new_database, new_table)] = state
+        sql = f"RENAME TABLE `{database}`.`{table}` TO `{new_database}`.`{new_table}`"
+        self._emitter.ddl("RENAME", state.schema, ts, sql, previous=(database, table))
 
     def truncate_table(self, database: str, table: str) -> int:
         state = self._tables[(database, table)]
