@@ -15,6 +15,7 @@ at once with KafkaAuthenticationError instead of waiting
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
@@ -46,27 +47,32 @@ _PROBE_TIMEOUT = 1.0
 # itself), so that setting has no other use here: a short one lets a commit during a broker outage fail
 # in seconds and the outage be measured against kafka.unreachable_timeout_seconds. A user's own wins.
 _COMMIT_WAIT_MS = 6000
+# How long a commit's answer is awaited before it counts as failed (librdkafka answers within
+# session.timeout.ms, even "waiting for coordinator", unless the broker went away mid-commit).
+_COMMIT_ANSWER_WAIT = 2 * _COMMIT_WAIT_MS / 1000
 # Metadata is asked for in slices this long, serving librdkafka's error reports in between
 # (a refused login ends the wait at once); a TLS + SCRAM handshake takes a few hundred ms.
 _METADATA_SLICE = 2.0
+_CLOSE_WAIT = 10.0
 T = TypeVar("T")
 
 
 class KafkaSource:
     def __init__(self, config: KafkaConfig) -> None:
         self._config = config
-        self._consumer = Consumer(
-            {
-                "session.timeout.ms": _COMMIT_WAIT_MS,
-                **config.properties,
-                "bootstrap.servers": config.bootstrap_servers,
-                "group.id": config.group_id,
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": config.start_from,
-                "error_cb": self._on_error,
-            }
-        )
+        self._settings = {
+            "session.timeout.ms": _COMMIT_WAIT_MS,
+            **config.properties,
+            "bootstrap.servers": config.bootstrap_servers,
+            "group.id": config.group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": config.start_from,
+            "error_cb": self._on_error,
+        }
+        self._consumer = Consumer(self._settings)
+        self._committer: Consumer | None = None  # made at the first commit (see `_commit_once`)
+        self._commit_answers: list[tuple[KafkaError | None, list[KafkaPartition]]] = []
         self._next: dict[TopicPartition, int] = {}
         self._end: dict[TopicPartition, int] = {}
         self._unreachable_since: float | None = None  # monotonic time of the first "no broker" report
@@ -316,7 +322,50 @@ class KafkaSource:
         if offsets:
             partitions = [KafkaPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()]
             # The checkpoint is already saved (and authoritative): a refused commit is retried, then reported.
-            self._retrying("commit offsets", lambda: self._consumer.commit(offsets=partitions, asynchronous=False))
+            self._retrying("commit offsets", lambda: self._commit_once(partitions))
+
+    def _commit_once(self, partitions: list[KafkaPartition]) -> None:
+        """Commit `partitions`, waiting at most _COMMIT_ANSWER_WAIT for the answer; KafkaException if it fails.
+
+        librdkafka's synchronous commit can wait forever when the broker goes away while the commit is
+        under way: the job would neither apply nor stop. So the commit is asynchronous, on a consumer of
+        its own that is never assigned anything: polling it serves the commit's answer and reads no
+        message. No answer in time is reported as librdkafka's _TIMED_OUT, which `_retrying` treats as
+        any other retriable failure (a new commit, or KafkaUnreachableError once no broker answered for
+        too long). An answer that comes late can only repeat offsets already saved in the checkpoint,
+        which stays authoritative.
+        """
+        if self._committer is None:
+            self._committer = Consumer({**self._settings, "on_commit": self._on_commit})
+        wanted = sorted((p.topic, p.partition, p.offset) for p in partitions)
+        self._commit_answers.clear()
+        self._committer.commit(offsets=partitions, asynchronous=True)
+        deadline = time.monotonic() + _COMMIT_ANSWER_WAIT
+        while True:
+            for error, answered in self._commit_answers:
+                if sorted((p.topic, p.partition, p.offset) for p in answered) != wanted:
+                    continue  # the late answer to an earlier commit
+                failed = error or next((p.error for p in answered if p.error is not None), None)
+                if failed is not None:
+                    raise KafkaException(failed)
+                return
+            if time.monotonic() >= deadline:
+                raise KafkaException(KafkaError(
+                    KafkaError._TIMED_OUT, f"no answer to the offset commit within {_COMMIT_ANSWER_WAIT:g}s"))
+            self._committer.poll(0.2)
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[KafkaPartition]) -> None:
+        # Served inside the committer's poll, on the calling thread.
+        self._commit_answers.append((error, partitions))
 
     def close(self) -> None:
         self._consumer.close()
+        if self._committer is not None:
+            # A commit lost with its broker keeps librdkafka's close waiting for it (for as long as the
+            # stuck commit): the close is given a moment, then left to end with the process.
+            closing = threading.Thread(target=self._committer.close, name="kafka-committer-close", daemon=True)
+            closing.start()
+            closing.join(_CLOSE_WAIT)
+            if closing.is_alive():
+                log.warning("Kafka: the offset committer did not close within %gs (a commit lost with its broker); "
+                            "leaving it to end with the process", _CLOSE_WAIT)

@@ -12,6 +12,8 @@ from apply.checkpoint import CheckpointStore
 from apply.locator import PathLocator
 from apply.sql_session import SqlSession
 from jobs import config as config_module
+from jobs.config import KafkaConfig
+from jobs.kafka_source import KafkaSource
 from jobs.pipeline import Pipeline
 from schema_cache.exceptions import KafkaUnreachableError
 from testbed.demo import demo_changefeed
@@ -103,6 +105,46 @@ def test_broker_outage_is_waited_out_and_one_past_the_limit_stops_the_job_with_o
         run_job(spark, broker, topic, str(target), group)
         assert_table(spark, str(target), feed, "shop", "customers", CUSTOMERS)
         assert_table(spark, str(target), feed, "shop", "orders", ORDERS)
+    finally:
+        broker.stop()
+
+
+def test_a_commit_in_flight_when_the_broker_stops_ends_in_kafka_unreachable_error(tmp_path, unique):
+    # Setup: per round a new group (its first commit also looks up the group's coordinator); the broker is
+    #    stopped while the job's source commits its offsets again and again.
+    # Expect: every round's commits end within the limit plus a commit's wait, with KafkaUnreachableError;
+    #    none blocks (librdkafka's synchronous commit could wait forever when the broker went away mid-commit,
+    #    which left a job running, neither applying nor stopping).
+    broker = LocalKafka(tmp_path / "kafka")
+    broker.start()
+    try:
+        topic = f"commits-{unique}"
+        publish(broker, topic, demo_changefeed(seed=5, changes=30).messages)
+        for round_no in range(3):
+            source = KafkaSource(KafkaConfig(bootstrap_servers=broker.bootstrap_servers, topics=(topic,),
+                                             group_id=f"g-{unique}-{round_no}", unreachable_timeout_seconds=2))
+            source.open()
+            outcome: list[BaseException] = []
+
+            def commit_until_it_fails(ends=source.end_offsets(), source=source, outcome=outcome):
+                try:
+                    while True:
+                        source.commit(ends)
+                except BaseException as err:  # noqa: BLE001 (handed to the test, which asserts its type)
+                    outcome.append(err)
+
+            committing = threading.Thread(target=commit_until_it_fails, daemon=True)
+            committing.start()
+            time.sleep(0.05 * round_no)
+            broker.stop()
+            committing.join(timeout=60)
+            assert not committing.is_alive(), f"round {round_no}: a commit still blocks 60 s after the broker stopped"
+            assert isinstance(outcome[0], KafkaUnreachableError), outcome
+            closing = threading.Thread(target=source.close, daemon=True)
+            closing.start()
+            closing.join(timeout=30)
+            assert not closing.is_alive(), f"round {round_no}: closing the source blocks"
+            broker.start()
     finally:
         broker.stop()
 
