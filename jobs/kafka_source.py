@@ -54,6 +54,10 @@ _COMMIT_ANSWER_WAIT = 2 * _COMMIT_WAIT_MS / 1000
 # (a refused login ends the wait at once); a TLS + SCRAM handshake takes a few hundred ms.
 _METADATA_SLICE = 2.0
 _CLOSE_WAIT = 10.0
+# How often a commit's answer is looked for.
+_COMMIT_POLL_SECONDS = 0.01
+# librdkafka's log level (syslog's) for the offset committer: critical only.
+_QUIET = 2
 T = TypeVar("T")
 
 
@@ -336,7 +340,9 @@ class KafkaSource:
         which stays authoritative.
         """
         if self._committer is None:
-            self._committer = Consumer({**self._settings, "on_commit": self._on_commit})
+            # Its connection errors are the reading consumer's too, which logs them; one left behind by a
+            # commit lost with its broker (see `close`) would repeat them until the process ends.
+            self._committer = Consumer({**self._settings, "on_commit": self._on_commit, "log_level": _QUIET})
         wanted = sorted((p.topic, p.partition, p.offset) for p in partitions)
         self._commit_answers.clear()
         self._committer.commit(offsets=partitions, asynchronous=True)
@@ -352,7 +358,8 @@ class KafkaSource:
             if time.monotonic() >= deadline:
                 raise KafkaException(KafkaError(
                     KafkaError._TIMED_OUT, f"no answer to the offset commit within {_COMMIT_ANSWER_WAIT:g}s"))
-            self._committer.poll(0.2)
+            # (A consumer's poll waits out its timeout when no message comes, answer served or not.)
+            self._committer.poll(_COMMIT_POLL_SECONDS)
 
     def _on_commit(self, error: KafkaError | None, partitions: list[KafkaPartition]) -> None:
         # Served inside the committer's poll, on the calling thread.

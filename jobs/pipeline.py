@@ -51,6 +51,9 @@ from schema_cache.exceptions import DecodeError
 
 log = logging.getLogger(__name__)
 
+# Longest wait of one Kafka poll: continuous runs, and draining ones (`_collect`).
+_POLL_SECONDS = 0.5
+_DRAIN_POLL_SECONDS = 0.05
 
 def locator_for(config: Config) -> TableLocator:
     if config.target.path:
@@ -274,20 +277,22 @@ class Pipeline:
     def _collect(self, until_idle: bool) -> list:
         run = self._config.run
         deadline = time.monotonic() + run.batch_max_seconds
+        # A poll that does not fill the batch waits out its whole timeout: draining, polls are short, so
+        # the batch closes soon after the end offsets noted at start are reached (and with no poll at all
+        # when they already are).
+        poll_seconds = _DRAIN_POLL_SECONDS if until_idle else _POLL_SECONDS
         batch = []
         while len(batch) < run.batch_max_messages and not self._stop.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             with self._times.phase("kafka_poll"):
-                got = self._source.poll(min(run.batch_max_messages - len(batch), 10_000), min(remaining, 0.5))
+                if until_idle and self._source.caught_up():
+                    break
+                got = self._source.poll(min(run.batch_max_messages - len(batch), 10_000), min(remaining, poll_seconds))
                 batch.extend(got)
-                # Draining: stop at the end offsets noted at start, not one poll timeout later.
-                caught_up = until_idle and self._source.caught_up()
             if self._progress is not None:
                 self._progress.read(self._source.next_offsets())
-            if caught_up:
-                break
         return batch
 
     def _process(self, messages: list, result: RunResult) -> tuple[ApplySummary, int]:

@@ -110,41 +110,47 @@ def test_broker_outage_is_waited_out_and_one_past_the_limit_stops_the_job_with_o
 
 
 def test_a_commit_in_flight_when_the_broker_stops_ends_in_kafka_unreachable_error(tmp_path, unique):
-    # Setup: per round a new group (its first commit also looks up the group's coordinator); the broker is
-    #    stopped while the job's source commits its offsets again and again.
-    # Expect: every round's commits end within the limit plus a commit's wait, with KafkaUnreachableError;
+    # Setup: three sources of three new groups (a group's first commit also looks up its coordinator) commit
+    #    their offsets again and again from threads started 0.1 s, 0.05 s and 0 s before the broker stops, so
+    #    the stop meets commits at different stages.
+    # Expect: every source's commits end within the limit plus a commit's wait, with KafkaUnreachableError;
     #    none blocks (librdkafka's synchronous commit could wait forever when the broker went away mid-commit,
-    #    which left a job running, neither applying nor stopping).
+    #    which left a job running, neither applying nor stopping); closing each source ends too.
     broker = LocalKafka(tmp_path / "kafka")
     broker.start()
     try:
         topic = f"commits-{unique}"
         publish(broker, topic, demo_changefeed(seed=5, changes=30).messages)
-        for round_no in range(3):
-            source = KafkaSource(KafkaConfig(bootstrap_servers=broker.bootstrap_servers, topics=(topic,),
-                                             group_id=f"g-{unique}-{round_no}", unreachable_timeout_seconds=2))
+        sources = [KafkaSource(KafkaConfig(bootstrap_servers=broker.bootstrap_servers, topics=(topic,),
+                                           group_id=f"g-{unique}-{n}", unreachable_timeout_seconds=2)) for n in range(3)]
+        outcomes: list[list[BaseException]] = [[] for _ in sources]
+
+        def commit_until_it_fails(source: KafkaSource, outcome: list[BaseException]) -> None:
+            ends = source.end_offsets()
+            try:
+                while True:
+                    source.commit(ends)
+            except BaseException as err:  # noqa: BLE001 (handed to the test, which asserts its type)
+                outcome.append(err)
+
+        committing = []
+        for source in sources:
             source.open()
-            outcome: list[BaseException] = []
-
-            def commit_until_it_fails(ends=source.end_offsets(), source=source, outcome=outcome):
-                try:
-                    while True:
-                        source.commit(ends)
-                except BaseException as err:  # noqa: BLE001 (handed to the test, which asserts its type)
-                    outcome.append(err)
-
-            committing = threading.Thread(target=commit_until_it_fails, daemon=True)
-            committing.start()
-            time.sleep(0.05 * round_no)
-            broker.stop()
-            committing.join(timeout=60)
-            assert not committing.is_alive(), f"round {round_no}: a commit still blocks 60 s after the broker stopped"
-            assert isinstance(outcome[0], KafkaUnreachableError), outcome
-            closing = threading.Thread(target=source.close, daemon=True)
-            closing.start()
-            closing.join(timeout=30)
-            assert not closing.is_alive(), f"round {round_no}: closing the source blocks"
-            broker.start()
+        for source, outcome in zip(sources, outcomes, strict=True):
+            committing.append(threading.Thread(target=commit_until_it_fails, args=(source, outcome), daemon=True))
+            committing[-1].start()
+            time.sleep(0.05)
+        broker.stop()
+        for n, thread in enumerate(committing):
+            thread.join(timeout=60)
+            assert not thread.is_alive(), f"source {n}: a commit still blocks 60 s after the broker stopped"
+            assert isinstance(outcomes[n][0], KafkaUnreachableError), outcomes[n]
+        closing = [threading.Thread(target=source.close, daemon=True) for source in sources]
+        for thread in closing:
+            thread.start()
+        for n, thread in enumerate(closing):
+            thread.join(timeout=30)
+            assert not thread.is_alive(), f"source {n}: closing it blocks"
     finally:
         broker.stop()
 

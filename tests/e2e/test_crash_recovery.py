@@ -1,7 +1,9 @@
-"""kill -9 at chosen points, restart, and end with exactly the upstream tables: the fault script's short run.
+"""kill -9 at chosen points, restart, and end with exactly the upstream tables and history: the fault script's short run.
 
 `benchmarks/faults.py --only kills` kills the job at >= 50 random points over every protocol; this runs the
-same code on one workload with two kills, one at a DDL site so the rarest sites are covered.
+same code on one workload with two kills, one at a DDL site so the rarest sites are covered, with history
+tables chosen for one database (their MERGE and rename follow the table's: kills between the two; their
+exact states through DDL are tests/e2e/test_history_tables.py's).
 """
 
 from __future__ import annotations
@@ -29,20 +31,25 @@ KILLS = 2
 
 def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(spark, kafka, tmp_path):
     # Setup: Simple JSON with ADD COLUMN DEFAULT, DROP/RENAME/MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and
-    # re-CREATE between many transactions over three tables; an uninterrupted run for its versions.
+    # re-CREATE between many transactions over three tables, the first with a history table; an uninterrupted
+    # run for its versions and its history.
     # Then a run killed twice (SIGKILL of Python and its Spark JVM): at a random recurring site (decode,
     # MERGE in flight, after a table commit, after the checkpoint) in the first batch, then at a random DDL
     # site (backfill, rewrite, rename); then restarted.
     # Expect: every kill happens; the tables equal upstream; no table has more versions per applied commitTs
-    # than the uninterrupted run. A restart takes the killed job's lease over at once, never waiting for it
+    # than the uninterrupted run; the history tables hold exactly the uninterrupted run's states. A restart takes the killed job's lease over at once, never waiting for it
     # to expire.
     seed = random.randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)
     scene = fault_kills.scenario("simple-json", rng, None, txns=12)
+    # The table with the most DDL keeps a history (columns added with a default, dropped, renamed, retyped;
+    # the table renamed, its history with it); the other tables do not (CI time: a MERGE more per batch each).
+    scene.settings["history"] = {"tables": ["shop.items", "archive.items_2025"]}
     fault_kills.publish_scenario(kafka.bootstrap_servers, scene)
+    reference = tmp_path / "uninterrupted"
     baseline = fault_kills.uninterrupted(
-        spark, fault_kills.job_sections(kafka.bootstrap_servers, scene, tmp_path / "uninterrupted", f"u-{uuid.uuid4().hex}", 40), scene
+        spark, fault_kills.job_sections(kafka.bootstrap_servers, scene, reference, f"u-{uuid.uuid4().hex}", 40), scene
     )
     assert "backfill" in scene.ddl_sites()  # Simple carries defaults: ADD COLUMN ... DEFAULT backfills
     planned = [
@@ -58,6 +65,8 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(sp
 
     assert outcome.problems == []
     assert outcome.kills == [plan.site for plan in planned], f"planned {planned}; the job finished after {outcome.kills}"
+    assert [p.name for p in reference.glob("*_history/*")] == ["items_2025"]  # renamed with its table
+    assert fault_kills.history_differences(spark, tmp_path / "delta", reference) == []
     log = (tmp_path / "job.log").read_text()
     for epoch in range(2, KILLS + 2):  # each restart took the lease of the job killed before it
         assert f"its process has ended (that job was killed); took it over (epoch {epoch})" in log

@@ -1,6 +1,8 @@
-"""SCD type 2 history tables (`[history] tables`): exact, across DDL, kills and replays; begun from a table's rows.
+"""SCD type 2 history tables (`[history] tables`): exact, across DDL and replays; begun from a table's rows.
 
 The expected history comes from `tests.history_model`, kept beside the upstream model as the workload runs.
+Kills between a table's MERGE or rename and its history's: tests/e2e/test_crash_recovery.py (the killed
+run's history must be the uninterrupted run's) and, without Spark, tests/unit/test_history_applier.py.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ pytestmark = [
     pytest.mark.one_pair("history tables are built by the applier's SQL, the same on both pairs", pair="newest"),
 ]
 
-BATCH = 40  # messages per batch: several batches, so kills land between a table's MERGE and its history's
 HISTORY = {"history": {"tables": ["shop.*"]}}
 
 
@@ -42,44 +43,6 @@ def assert_history(spark, target, model: HistoryModel, table_columns: set[str]) 
         f"{len(rows)} history rows, expected {len(expected)}; missing {[r for r in expected if r not in rows][:3]}, "
         f"extra {[r for r in rows if r not in expected][:3]}"
     )
-
-
-def test_history_is_exact_through_ddl_and_after_kills_between_a_tables_merge_and_its_historys(spark, kafka, tmp_path):
-    # Setup: Simple JSON; shop.items (history chosen by `shop.*`) through inserts, updates, deletes, a key move,
-    # ADD COLUMN DEFAULT, DROP COLUMN, RENAME COLUMN, TRUNCATE, RENAME TABLE (to shop.goods); crm.notes beside
-    # it. A run killed (SIGKILL) right after a MERGE committed (a table's or its history's) or right after
-    # the table's rename (before its history's), then restarted. (The uninterrupted run is the Spark-engine
-    # test's below, whose history must be the same; CI time: each job process here costs a JVM.)
-    # Expect: the tables upstream has and the exact history: every state with its commitTs range, op and
-    # current flag, dropped column kept, added default in current states only; the history follows the
-    # rename and nothing is left under the old name; crm.notes keeps none.
-    seed = random.randrange(2**32)
-    print(f"seed {seed}")
-    rng = random.Random(seed)
-    feed = Changefeed(3)
-    model = history_workload(feed, rng, txns=3)
-    scene = fault_kills.Scenario("simple-json", feed, HISTORY, f"history-{uuid.uuid4().hex[:8]}", carries_ddl=True)
-    fault_kills.publish_scenario(kafka.bootstrap_servers, scene)
-    columns = {"id", "title", "qty", "note", "stock"}
-
-    def sections(target):
-        return fault_kills.job_sections(kafka.bootstrap_servers, scene, target, f"h-{uuid.uuid4().hex}", BATCH)
-
-    # One kill (each costs a job process: CI time): after a MERGE (the history's or the table's, whichever
-    # came first), or between the table's rename and its history's, by the seed. Kills during a MERGE are the
-    # crash test's; tests/unit/test_history_applier.py takes each crash point's decisions without Spark.
-    planned = [rng.choice([fault_kills.KillPlan("after_table_commit", hit=rng.randint(1, 4)),
-                           fault_kills.KillPlan("rename", moment="after")])]
-    workdir = tmp_path / "killed"
-    workdir.mkdir()
-    killed = sections(workdir / "delta")
-    outcome = fault_kills.kill_run(scene, killed, workdir, len(planned), rng, None, spark, planned=planned)
-    print(f"kills: {outcome.kills}")
-    assert outcome.kills, "no kill happened: the workload ended before its kill points"
-    assert outcome.equal, outcome.problems
-    assert_history(spark, workdir / "delta", model, columns)
-    assert not (workdir / "delta" / "crm_history").exists()
-    assert not (workdir / "delta" / "shop_history" / "items").exists()
 
 
 def test_history_chosen_for_a_table_already_applied_begins_with_its_rows(spark, kafka, tmp_path):
@@ -121,7 +84,7 @@ def test_history_chosen_for_a_table_already_applied_begins_with_its_rows(spark, 
 
 
 def test_the_spark_engine_keeps_the_same_history(spark, kafka, tmp_path):
-    # Setup: the DDL workload of the kill test, applied by the Spark engine (`run.engine = "spark"`) in one
+    # Setup: the DDL workload (`history_workload`), applied by the Spark engine (`run.engine = "spark"`) in one
     # batch (CI time: each costs the Spark engine about six Spark actions), split into runs by the DDL: the
     # history's MERGE source built by Spark from the staged rows, each run's closing the states of the last.
     # Expect: the tables upstream has and the exact history, as the driver engine gives them.

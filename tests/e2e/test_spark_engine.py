@@ -31,13 +31,12 @@ BATCH = 100
 
 def test_killed_while_staging_a_batch_then_restarted_gives_the_exact_tables(spark, kafka, tmp_path):
     # Setup: Simple JSON with ADD COLUMN DEFAULT, DROP/RENAME/MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and
-    # re-CREATE between transactions over three tables, read BATCH messages a batch by the Spark engine; an
-    # uninterrupted Spark-engine run for its versions. Then a run killed (SIGKILL of Python and its Spark
-    # JVM) while the first or second batch is read, decoded on the executors and written to the staging
-    # table; then restarted.
-    # Expect: the kill happens; the tables equal upstream; no table has more versions per applied commitTs
-    # than the uninterrupted run; nothing is left in the staging table, which was cleaned up (every 2 batches
-    # here): vacuumed, at most one live file.
+    # re-CREATE between transactions over three tables, read BATCH messages a batch by the Spark engine. A run
+    # killed (SIGKILL of Python and its Spark JVM) while the first or second batch is read, decoded on the
+    # executors and written to the staging table; then restarted.
+    # Expect: the kill happens; the tables equal upstream; no table has two versions for one applied commitTs;
+    # nothing is left in the staging table, which was cleaned up (every 2 batches here): vacuumed, at most
+    # one live file.
     seed = random.randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)
@@ -50,7 +49,9 @@ def test_killed_while_staging_a_batch_then_restarted_gives_the_exact_tables(spar
         values["checkpoint"] = {"cleanup_every": 2}  # the staging table's cleanup too, killed in it or not
         return values
 
-    baseline = fault_kills.uninterrupted(spark, sections(tmp_path / "uninterrupted", f"u-{uuid.uuid4().hex}"), scene)
+    # No uninterrupted run to compare versions with (CI time): every applied commitTs must have one version
+    # per table, which is what an uninterrupted run makes (an ADD COLUMN's backfill marks no point of its own).
+    baseline: dict = {}
     # One kill per CI run (each costs a JVM start and a partial rerun): mid-staging, the Spark engine's own
     # site; the other sites (MERGE, after a table commit, after the checkpoint) are the driver engine's, whose
     # crash test covers them, and `benchmarks/faults.py` runs them all.
