@@ -1,7 +1,7 @@
 """kill -9 at chosen points, restart, and end with exactly the upstream tables and history: the fault script's short run.
 
 `benchmarks/faults.py --only kills` kills the job at >= 50 random points over every protocol; this runs the
-same code on one workload with two kills, one at a DDL site so the rarest sites are covered, with history
+same code on one workload with three kills, one at a DDL site so the rarest sites are covered, with history
 tables chosen for one database (their MERGE and rename follow the table's: kills between the two; their
 exact states through DDL are tests/e2e/test_history_tables.py's).
 """
@@ -23,22 +23,22 @@ pytestmark = [
     ),
 ]
 
-# The fault script's `--only kills` makes the many; here a kill at a recurring site in the first batch, then
-# one at a DDL site: each is always reached, and each costs a JVM start and a partial rerun (CI time: a third
-# kill at a recurring site repeated what the first covers).
-KILLS = 2
+# The fault script's `--only kills` makes the many; here a kill at a recurring site in the first batch, one
+# at a DDL site, then one more at a recurring site in the first batch after that restart (replays meet the
+# kill): each is always reached, and each costs a JVM start and a partial rerun (CI time). With the Spark
+# engine's kill (tests/e2e/test_spark_engine.py), CI kills four times.
 
 
 def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(spark, kafka, tmp_path):
     # Setup: Simple JSON with ADD COLUMN DEFAULT, DROP/RENAME/MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and
     # re-CREATE between many transactions over three tables, the first with a history table; an uninterrupted
     # run for its versions and its history.
-    # Then a run killed twice (SIGKILL of Python and its Spark JVM): at a random recurring site (decode,
-    # MERGE in flight, after a table commit, after the checkpoint) in the first batch, then at a random DDL
-    # site (backfill, rewrite, rename); then restarted.
+    # Then a run killed three times (SIGKILL of Python and its Spark JVM): at a random recurring site (decode,
+    # MERGE in flight, after a table commit, after the checkpoint) in the first batch, at a random DDL site
+    # (backfill, rewrite, rename), at a random recurring site in the next process's first batch; then restarted.
     # Expect: every kill happens; the tables equal upstream; no table has more versions per applied commitTs
-    # than the uninterrupted run; the history tables hold exactly the uninterrupted run's states. A restart takes the killed job's lease over at once, never waiting for it
-    # to expire.
+    # than the uninterrupted run; the history tables hold exactly the uninterrupted run's states. A restart
+    # takes the killed job's lease over at once, never waiting for it to expire.
     seed = random.randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)
@@ -55,19 +55,20 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(sp
     planned = [
         fault_kills.choose_kill(rng, [], early=True),
         fault_kills.choose_kill(rng, scene.ddl_sites(), site=rng.choice(scene.ddl_sites())),
+        fault_kills.choose_kill(rng, [], early=True),
     ]
 
     sections = fault_kills.job_sections(kafka.bootstrap_servers, scene, tmp_path / "delta", f"k-{uuid.uuid4().hex}", 40)
     # A lease no restart outlives (a JVM start under load takes a minute at most): a restart can take it
     # over at once only because the killed job's processes ended.
     sections["run"]["lease_seconds"] = 300
-    outcome = fault_kills.kill_run(scene, sections, tmp_path, KILLS, rng, baseline, spark, planned=planned)
+    outcome = fault_kills.kill_run(scene, sections, tmp_path, len(planned), rng, baseline, spark, planned=planned)
 
     assert outcome.problems == []
     assert outcome.kills == [plan.site for plan in planned], f"planned {planned}; the job finished after {outcome.kills}"
     assert [p.name for p in reference.glob("*_history/*")] == ["items_2025"]  # renamed with its table
     assert fault_kills.history_differences(spark, tmp_path / "delta", reference) == []
     log = (tmp_path / "job.log").read_text()
-    for epoch in range(2, KILLS + 2):  # each restart took the lease of the job killed before it
+    for epoch in range(2, len(planned) + 2):  # each restart took the lease of the job killed before it
         assert f"its process has ended (that job was killed); took it over (epoch {epoch})" in log
     assert "waiting up to" not in log and "expired at" not in log
