@@ -10,8 +10,10 @@ backfill).
 
 Workloads: for every protocol that carries DDL, a table changed over many transactions, then ADD COLUMN
 with and without default, DROP, RENAME and MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and re-CREATE
-TABLE, then more changes on every table (`tests.workloads.ddl_evolution` between them). TiCDC's avro
-protocol carries no DDL: it gets the demo stream (two tables, key changes, a column added mid-stream).
+TABLE, then more changes on every table (`tests.workloads.ddl_evolution` between them); the most-altered
+table keeps a history table (`[history]`), which must end as the uninterrupted run's. TiCDC's avro
+protocol carries no DDL (and refuses history tables): it gets the demo stream (two tables, key changes, a
+column added mid-stream).
 """
 
 from __future__ import annotations
@@ -114,7 +116,12 @@ def ddl_workload(feed, rng: random.Random, *, carries_defaults: bool, txns: int)
     return feed
 
 
-def scenario(protocol: str, rng: random.Random, registry_url: str | None, txns: int = 24) -> Scenario:
+# History tables (`[history] tables`) for the workload's most-altered table, before and after its rename.
+HISTORY_TABLES = ("shop.items", "archive.items_2025")
+
+
+def scenario(protocol: str, rng: random.Random, registry_url: str | None, txns: int = 24, *, history: bool = False) -> Scenario:
+    """`protocol`'s workload; `history`: with history tables (HISTORY_TABLES; not avro, which refuses them)."""
     from testbed.demo import demo_changefeed
     from testbed.encoders.canal import CanalJsonWriter
     from testbed.encoders.debezium import DebeziumWriter
@@ -144,6 +151,8 @@ def scenario(protocol: str, rng: random.Random, registry_url: str | None, txns: 
     make_feed, protocol_settings, carries_defaults = feeds[protocol]
     feed = ddl_workload(make_feed(), rng, carries_defaults=carries_defaults, txns=txns)
     settings = {"protocol": protocol_settings} if protocol_settings else {}
+    if history:
+        settings["history"] = {"tables": list(HISTORY_TABLES)}
     return Scenario(protocol, feed, settings, topic, carries_ddl=True, carries_defaults=carries_defaults)
 
 
@@ -352,9 +361,10 @@ def _start_job(arguments: list[str], log: Path) -> int:
 
 
 def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, rng: random.Random, baseline, spark,
-             *, planned: Sequence[KillPlan] = ()) -> RunOutcome:
+             *, planned: Sequence[KillPlan] = (), reference: Path | None = None) -> RunOutcome:
     """Kill the job up to `kills_wanted` times (the i-th as `planned[i]` says, where given; else at a random
-    point), restart it without a kill switch, check the target."""
+    point), restart it without a kill switch, check the target (and its history tables against those of
+    `reference`, an uninterrupted run's target, where given)."""
     started = time.monotonic()
     config = write_config(workdir / "job.toml", sections)
     kill_log, job_log = workdir / "kills.log", workdir / "job.log"
@@ -378,7 +388,11 @@ def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, 
     status = _start_job(["jobs.cli", "run", "--config", str(config)], job_log)
     if status != 0:
         return RunOutcome(scene.protocol, kills, [f"the final run failed (exit {status}); see {job_log}"], time.monotonic() - started)
-    return RunOutcome(scene.protocol, kills, differences(spark, Path(sections["target"]["path"]), scene.feed, baseline), time.monotonic() - started)
+    target = Path(sections["target"]["path"])
+    problems = differences(spark, target, scene.feed, baseline)
+    if reference is not None:
+        problems += history_differences(spark, target, reference)
+    return RunOutcome(scene.protocol, kills, problems, time.monotonic() - started)
 
 
 def uninterrupted(spark, sections: dict, scene: Scenario):
@@ -418,7 +432,8 @@ def protocol_runs(spark, bootstrap_servers: str, scene: Scenario, workdir: Path,
         run_dir.mkdir(parents=True)
         sections = job_sections(bootstrap_servers, scene, run_dir / "delta", f"g-{run_dir.name}-{uuid.uuid4().hex[:6]}", batch_messages)
         wanted = min(kills_per_run, kills - sum(len(o.kills) for o in outcomes))
-        outcome = kill_run(scene, sections, run_dir, wanted, rng, baseline, spark)
+        outcome = kill_run(scene, sections, run_dir, wanted, rng, baseline, spark,
+                           reference=base if "history" in scene.settings else None)
         outcomes.append(outcome)
         print(f"  {scene.protocol} run {n}: kills {outcome.kills or 'none'}; "
               f"{'equal' if outcome.equal else 'NOT EQUAL: ' + '; '.join(outcome.problems)} ({outcome.seconds:.0f} s)", flush=True)
@@ -452,7 +467,7 @@ def run(args) -> bool:
     try:
         for i, protocol in enumerate(protocols):
             share = args.kills // len(protocols) + (1 if i < args.kills % len(protocols) else 0)
-            scene = scenario(protocol, rng, registry.url)
+            scene = scenario(protocol, rng, registry.url, history=protocol != "avro")
             outcomes += protocol_runs(spark, broker.bootstrap_servers, scene, workdir, share, args.kills_per_run, rng)
     finally:
         spark.stop()
