@@ -36,7 +36,7 @@ from apply.history import IS_CURRENT, HistoryChoice, history_schema, history_sou
 from apply.identifiers import quote
 from apply.metrics import PhaseTimes
 from apply.progress import AppliedPoint, PendingBackfill
-from apply.staging import StagedRun
+from apply.staged_run import StagedRun
 from apply.table_registry import TableRegistry
 from apply.tombstones import Removal, Tombstones
 from schema_cache.events import (

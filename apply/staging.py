@@ -17,8 +17,9 @@ Releases: everything of a topic at or below its watermark (commitTs ordering; al
 offset ordering), except a table's events from a held commitTs on (a message waiting for its
 structure). Released events are grouped into runs: per table, in the protocol's order
 (commitTs, partition, offset, index in the message; offset ordering without the commitTs), the
-longest stretches of one structure, a schema change being a run of its own. Each run of rows
-becomes one MERGE source of net changes per key (`net_changes`).
+longest stretches of one structure, a schema change being a run of its own (deletes carrying their
+key alone join their neighbours' run: `apply.staged_run`). Each run of rows becomes one MERGE source of
+net changes per key (`net_changes`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -39,6 +39,7 @@ from apply.identifiers import catalog_name
 from apply.internal_tables import ensure_internal_table, vacuum_internal_table
 from apply.locator import TableLocator
 from apply.sql_session import SqlSession
+from apply.staged_run import Release, StagedRun, fold_key_deletes
 from schema_cache.events import Ordering, RawMessage, SchemaChange, TableName, TableSchema, TopicPartition
 from schema_cache.exceptions import ApplyError, ConcurrentCommitError, MaterializerError
 from schema_cache.serialized import dump_event, dump_row, load_event, load_row, schema_ref
@@ -60,48 +61,6 @@ def _order_columns(ordering: Ordering) -> list[str]:
     if ordering is Ordering.COMMIT_TS:
         return ["commit_ts", "partition", "offset", "seq"]
     return ["partition", "offset", "seq"]
-
-
-@dataclass(frozen=True)
-class StagedRun:
-    """A stretch of one table's released row changes with one structure: one MERGE.
-
-    `first`/`last` bound it in the protocol's order (`_order_columns` values); `offsets` is the next
-    offset after its newest row per partition; `commit_ts` its newest commitTs.
-    """
-
-    table: TableName
-    topic: str
-    schema: TableSchema
-    ref: str
-    first: tuple
-    last: tuple
-    commit_ts: int
-    min_commit_ts: int
-    rows: int
-    ops: Mapping[str, int]
-    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
-    staging: StagingTable | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def has_upserts(self) -> bool:
-        return any(self.ops.get(op) for op in ("INSERT", "UPDATE", "UPSERT"))
-
-    def net_changes(self, keep: Sequence[int], after: Mapping | None) -> DataFrame:
-        """The MERGE source of this run (`StagingTable.net_changes`)."""
-        return self.staging.net_changes(self, self.schema, keep, after)
-
-    def history_source(self, keep: Sequence[int], after: Mapping | None) -> DataFrame:
-        """The history MERGE source of this run (`StagingTable.history_source`)."""
-        return self.staging.history_source(self, keep, after)
-
-
-@dataclass(frozen=True)
-class Release:
-    """The events of a release in order: StagedRun and SchemaChange; and how many rows stay staged."""
-
-    events: list
-    waiting: int
 
 
 def _ranges_predicate(ranges: Mapping[TopicPartition, tuple[int, int]]) -> str:
@@ -314,7 +273,7 @@ class StagingTable:
         waiting = self.frame().where(F.col("kind").isin(ROW, DDL)).count() - sum(
             (e.rows if isinstance(e, StagedRun) else 1) for _, e in events
         )
-        return Release([e for _, e in events], waiting)
+        return Release(fold_key_deletes([e for _, e in events]), waiting)
 
     def _schema_objects(self, refs: set[str]) -> dict[str, TableSchema]:
         missing = refs - set(self._schemas)
@@ -432,7 +391,6 @@ class StagingTable:
         rows = self.frame().where(
             (F.col("kind") == ROW)
             & (F.col("database") == F.lit(run.table.database)) & (F.col("table") == F.lit(run.table.table))
-            & (F.col("schema_ref") == F.lit(run.ref))
             & (bound >= _bound(order, run.first)) & (bound <= _bound(order, run.last))
         )
         if after:
@@ -444,12 +402,19 @@ class StagingTable:
                                         & (F.col("offset") < F.lit(next_offset))))
         columns = [run.schema.columns[i] for i in keep]
         key_positions = [keep.index(i) for i in run.schema.key_indexes()]
-        images = rows.select(*order, "op", "before", "after").mapInArrow(
-            functools.partial(_images, tuple(keep), tuple(run.schema.key_indexes()), tuple(c.spark_type for c in columns)),
-            ", ".join([*(f"`{c}` {k}" for c, k in _order_types(order)), "image INT", "upsert BOOLEAN",
-                       *(f"c{i} {source_type(c.spark_type)}" for i, c in enumerate(columns)), "ticdc_deleted BOOLEAN",
-                       "h_op STRING"]),
-        )
+        types = tuple(c.spark_type for c in columns)
+        output = ", ".join([*(f"`{c}` {k}" for c, k in _order_types(order)), "image INT", "upsert BOOLEAN",
+                            *(f"c{i} {source_type(c.spark_type)}" for i, c in enumerate(columns)),
+                            "ticdc_deleted BOOLEAN", "h_op STRING"])
+        # The run's own rows, then deletes of other structures carrying its key (their key values placed
+        # in the run's columns, the rest NULL: a delete needs its key alone).
+        parts = [(run.ref, tuple(keep), run.schema.key_indexes())]
+        parts += [(ref, _key_slots(schema, run.schema, keep), schema.key_indexes()) for ref, schema in run.delete_structures]
+        images = functools.reduce(DataFrame.unionByName, [
+            rows.where(F.col("schema_ref") == F.lit(ref)).select(*order, "op", "before", "after")
+            .mapInArrow(functools.partial(_images, slots, key, types), output)
+            for ref, slots, key in parts
+        ])
         return images, len(columns), [f"c{i}" for i in key_positions]
 
 
@@ -465,8 +430,19 @@ def _order_types(order: Sequence[str]) -> list[tuple[str, str]]:
     return [(c, _ORDER_TYPES[c]) for c in order]
 
 
-def _images(keep: tuple[int, ...], key: tuple[int, ...], types: tuple[str, ...], batches: Iterator) -> Iterator:
-    """mapInArrow: each staged row change as the key images it leaves (an UPDATE moving its key: two)."""
+def _key_slots(deletes: TableSchema, schema: TableSchema, keep: Sequence[int]) -> tuple[int | None, ...]:
+    """For each of `schema`'s columns at `keep`, where a row of `deletes` holds it: key columns by name; None
+    for the others (NULL in the image)."""
+    positions = {name.lower(): i for i, name in enumerate(deletes.column_names())}
+    key = {k.lower() for k in schema.key}
+    names = [schema.columns[i].name.lower() for i in keep]
+    return tuple(positions.get(name) if name in key else None for name in names)
+
+
+def _images(keep: tuple[int | None, ...], key: tuple[int, ...], types: tuple[str, ...], batches: Iterator) -> Iterator:
+    """mapInArrow: each staged row change as the key images it leaves (an UPDATE moving its key: two).
+
+    `keep`: each output value's position in the row (None: no value, NULL)."""
     import pyarrow as pa
 
     value_types = [arrow_type(pa, t) for t in types]
@@ -474,7 +450,7 @@ def _images(keep: tuple[int, ...], key: tuple[int, ...], types: tuple[str, ...],
         yield _batch_images(pa, batch.to_pydict(), keep, key, value_types)
 
 
-def _batch_images(pa, columns: dict, keep: tuple[int, ...], key: tuple[int, ...], value_types: list):
+def _batch_images(pa, columns: dict, keep: tuple[int | None, ...], key: tuple[int, ...], value_types: list):
     order = [c for c in ("commit_ts", "partition", "offset", "seq") if c in columns]
     source: list[int] = []  # the input row of each image
     images: list[int] = []
@@ -497,7 +473,7 @@ def _batch_images(pa, columns: dict, keep: tuple[int, ...], key: tuple[int, ...]
             deleted.append(is_delete)
             ops.append("DELETE" if is_delete else "INSERT" if op == "INSERT" else "UPDATE")
             for slot, position in enumerate(keep):
-                values[slot].append(row[position])
+                values[slot].append(None if position is None else row[position])
     arrays = [pa.array([columns[c][i] for i in source], type=pa.int64() if c in ("commit_ts", "offset") else pa.int32())
               for c in order]
     arrays += [pa.array(images, type=pa.int32()), pa.array([not d for d in deleted], type=pa.bool_())]

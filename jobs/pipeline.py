@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.5
 _DRAIN_POLL_SECONDS = 0.05
 
+
 def locator_for(config: Config) -> TableLocator:
     if config.target.path:
         return PathLocator(config.target.path)

@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from pyspark.errors import AnalysisException
 
 from apply.applier import ApplySummary
-from apply.staging import StagedRun, StagingTable
+from apply.staged_run import StagedRun
+from apply.staging import StagingTable
 from jobs.pipeline import Pipeline, RunResult
 from jobs.spark_source import kafka_frame
 from schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TopicPartition, Watermark

@@ -80,6 +80,21 @@ def ddl_evolution(feed: Changefeed, *, carries_defaults: bool = True) -> Changef
     return feed
 
 
+def key_moves_and_deletes(feed: Changefeed) -> Changefeed:
+    """After `ddl_evolution`: in one transaction a row of archive.items_2025 updated, one moved to another key
+    (a DELETE and an INSERT at one commitTs) and one deleted, and a row of shop.logs deleted; in the next,
+    the moved row moved back. With deletes naming their key alone (TiCDC's
+    delete-only-output-handle-key-columns), one commitTs holds rows of two structures of a table."""
+    with feed.transaction() as txn:
+        txn.update("archive", "items_2025", [1], {"title": "one"})
+        txn.update("archive", "items_2025", [2], {"id": 20})
+        txn.delete("archive", "items_2025", [3])
+        txn.delete("shop", "logs", [100])
+    with feed.transaction() as txn:
+        txn.update("archive", "items_2025", [20], {"id": 2, "title": "back"})
+    return feed
+
+
 # The demo stream's tables (testbed/demo.py) as Spark types.
 DEMO_TABLE_DDLS = {
     "customers": "id INT, name STRING, balance DECIMAL(12,2), signed_up TIMESTAMP, tier STRING",

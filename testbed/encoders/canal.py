@@ -90,8 +90,12 @@ class CanalJsonWriter:
         compression: str = "none",
         claim_check_dir: Path | None = None,
         claim_check_over_bytes: int = 1_000_000,
+        delete_only_handle_key_columns: bool = False,
     ) -> None:
         self.extension = enable_tidb_extension
+        # TiCDC's `delete-only-output-handle-key-columns`: a DELETE's data and types name the key columns
+        # alone, and nothing in the message says so.
+        self._delete_keys_only = delete_only_handle_key_columns
         self._compatible = content_compatible
         self._zone = ZoneInfo(location)
         self._compression = compression
@@ -128,6 +132,9 @@ class CanalJsonWriter:
             return {c["name"]: value_text(c, row.get(c["name"]), self._zone) for c in columns}
 
         if kind == "DELETE":
+            if self._delete_keys_only:
+                keys = set(next((i["columns"] for i in schema["indexes"] if i.get("primary")), []))
+                columns = [c for c in columns if c["name"] in keys]
             data, old = [image(before)], None
         elif kind == "UPDATE":
             data, old = [image(after)], [image(before)]

@@ -77,8 +77,11 @@ class OpenProtocolWriter:
         max_batch_size: int = 16,
         claim_check_dir: Path | None = None,
         claim_check_over_bytes: int = 1_000_000,
+        delete_only_handle_key_columns: bool = False,
     ) -> None:
         self._zone = ZoneInfo(location)
+        # TiCDC's `delete-only-output-handle-key-columns`: a DELETE names its key columns alone.
+        self._delete_keys_only = delete_only_handle_key_columns
         self._compression = compression
         self.max_batch_size = max_batch_size
         self._claim_check_dir = claim_check_dir
@@ -147,7 +150,7 @@ class OpenProtocolWriter:
 
         key = {"ts": commit_ts, "scm": schema["schema"], "tbl": schema["table"], "t": ROW}
         if kind == "DELETE":
-            body = {"d": columns(before)}
+            body = {"d": columns(before, only_key=self._delete_keys_only)}
         elif kind == "UPDATE":
             body = {"u": columns(after), "p": columns(before)}
         else:

@@ -7,7 +7,7 @@ import pytest
 from testbed.demo import demo_changefeed
 from testbed.encoders.canal import CanalJsonWriter
 from tests.support import assert_table, publish, run_job, table_version
-from tests.workloads import DDL_EVOLUTION_TABLES, ddl_evolution, items_feed
+from tests.workloads import DDL_EVOLUTION_TABLES, ddl_evolution, items_feed, key_moves_and_deletes
 
 pytestmark = [
     pytest.mark.e2e,
@@ -57,8 +57,11 @@ def test_canal_stream_into_delta(spark, kafka, tmp_path, unique, compression):
 
 def test_canal_ddl_evolution(spark, kafka, tmp_path, unique, engine):
     # DDL carries only its statement: structures come from the rows after each DDL (columns
-    # dropped, added, widened); the statement tells renames. Defaults are not carried.
-    feed = ddl_evolution(items_feed(canal_writer=CanalJsonWriter(content_compatible=True)), carries_defaults=False)
+    # dropped, added, widened); the statement tells renames. Defaults are not carried. DELETEs
+    # name their key columns alone (delete-only-output-handle-key-columns), also in a
+    # transaction moving a key and updating rows (two structures of a table at one commitTs).
+    writer = CanalJsonWriter(content_compatible=True, delete_only_handle_key_columns=True)
+    feed = key_moves_and_deletes(ddl_evolution(items_feed(canal_writer=writer), carries_defaults=False))
     topic, target = f"canalddl-{unique}", str(tmp_path)
     publish(kafka, topic, feed.messages)
 

@@ -9,7 +9,7 @@ import pytest
 from testbed.demo import demo_changefeed
 from testbed.encoders.open_protocol import OpenProtocolWriter
 from tests.support import assert_table, publish, run_job, table_version
-from tests.workloads import ddl_evolution, items_feed
+from tests.workloads import ddl_evolution, items_feed, key_moves_and_deletes
 
 pytestmark = [
     pytest.mark.e2e,
@@ -75,7 +75,10 @@ def test_open_protocol_stream_into_delta(spark, kafka, tmp_path, unique, compres
 
 
 def test_open_protocol_ddl_evolution(spark, kafka, tmp_path, unique, engine):
-    feed = ddl_evolution(items_feed(open_writer=OpenProtocolWriter()), carries_defaults=False)
+    # DELETEs name their key columns alone (delete-only-output-handle-key-columns), also in a transaction
+    # moving a key and updating rows (two structures of a table at one commitTs).
+    writer = OpenProtocolWriter(delete_only_handle_key_columns=True)
+    feed = key_moves_and_deletes(ddl_evolution(items_feed(open_writer=writer), carries_defaults=False))
     topic, target = f"openddl-{unique}", str(tmp_path)
     publish(kafka, topic, feed.messages)
 

@@ -1,0 +1,128 @@
+"""The Spark engine's runs: stretches of one table's released rows, each one MERGE, and how they are formed.
+
+`apply.staging` groups released rows into runs of one structure. Deletes whose structure differs from
+their neighbours' only in carrying fewer columns (TiCDC's `delete-only-output-handle-key-columns`,
+canal-json and open-protocol: a DELETE names its key columns alone, and nothing says so) would split
+a commitTs over several runs; its MERGEs would then carry one applied point and Delta would skip all
+but the first (its transaction version is not above the first's), losing changes. `fold_key_deletes`
+puts such deletes in the run of their neighbours instead: a delete needs its key alone. The driver
+engine does the same row by row (`apply.applier`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from schema_cache.events import SchemaChange, TableName, TableSchema, TopicPartition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from apply.staging import StagingTable
+
+UPSERTS = ("INSERT", "UPDATE", "UPSERT")
+
+
+@dataclass(frozen=True)
+class StagedRun:
+    """A stretch of one table's released row changes with one structure: one MERGE.
+
+    `first`/`last` bound it in the protocol's order (`apply.staging` order columns); `offsets` is the next
+    offset after its newest row per partition; `commit_ts` its newest commitTs. `delete_structures`: other
+    structures (reference, structure) of deletes in the same stretch that carry this one's key, merged
+    with its rows (`fold_key_deletes`).
+    """
+
+    table: TableName
+    topic: str
+    schema: TableSchema
+    ref: str
+    first: tuple
+    last: tuple
+    commit_ts: int
+    min_commit_ts: int
+    rows: int
+    ops: Mapping[str, int]
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    staging: StagingTable | None = field(default=None, compare=False, repr=False)
+    delete_structures: tuple[tuple[str, TableSchema], ...] = ()
+
+    @property
+    def has_upserts(self) -> bool:
+        return any(self.ops.get(op) for op in UPSERTS)
+
+    def net_changes(self, keep: Sequence[int], after: Mapping | None) -> DataFrame:
+        """The MERGE source of this run (`StagingTable.net_changes`)."""
+        return self.staging.net_changes(self, self.schema, keep, after)
+
+    def history_source(self, keep: Sequence[int], after: Mapping | None) -> DataFrame:
+        """The history MERGE source of this run (`StagingTable.history_source`)."""
+        return self.staging.history_source(self, keep, after)
+
+
+@dataclass(frozen=True)
+class Release:
+    """The events of a release in order: StagedRun and SchemaChange; and how many rows stay staged."""
+
+    events: list
+    waiting: int
+
+
+def _key(schema: TableSchema) -> tuple[str, ...]:
+    return tuple(k.lower() for k in schema.key)
+
+
+def _joins(group: list[StagedRun], run: StagedRun) -> bool:
+    """Whether `run` can share the MERGE of `group` (runs of its table next to each other)."""
+    if not run.schema.key or _key(run.schema) != _key(group[0].schema):
+        return False
+    upserting = next((r for r in group if r.has_upserts), None)
+    # Deletes need their key alone; rows with values need the one structure the group's upserts have.
+    return not run.has_upserts or upserting is None or upserting.ref == run.ref
+
+
+def _combined(group: list[StagedRun]) -> StagedRun:
+    if len(group) == 1:
+        return group[0]
+    main = next((r for r in group if r.has_upserts), group[0])
+    others: dict[str, TableSchema] = {}
+    for run in group:
+        for ref, schema in ((run.ref, run.schema), *run.delete_structures):
+            if ref != main.ref:
+                others.setdefault(ref, schema)
+    offsets: dict[TopicPartition, int] = {}
+    ops: dict[str, int] = {}
+    for run in group:
+        for tp, end in run.offsets.items():
+            offsets[tp] = max(offsets.get(tp, 0), end)
+        for op, count in run.ops.items():
+            ops[op] = ops.get(op, 0) + count
+    return replace(
+        main, first=group[0].first, last=group[-1].last, commit_ts=max(r.commit_ts for r in group),
+        min_commit_ts=min(r.min_commit_ts for r in group), rows=sum(r.rows for r in group), ops=ops,
+        offsets=offsets, delete_structures=tuple(others.items()),
+    )
+
+
+def fold_key_deletes(events: Sequence[StagedRun | SchemaChange]) -> list[StagedRun | SchemaChange]:
+    """`events` (in order) with each table's neighbouring runs that differ only by deletes of another
+    structure carrying the same key made one run; a schema change of a table (or renaming it) ends its
+    stretch. Runs of two structures with values stay apart."""
+    out: list[StagedRun | SchemaChange | list[StagedRun]] = []
+    open_groups: dict[TableName, list[StagedRun]] = {}
+    for event in events:
+        if isinstance(event, SchemaChange):
+            open_groups.pop(event.table, None)
+            if event.previous_name is not None:
+                open_groups.pop(event.previous_name, None)
+            out.append(event)
+            continue
+        group = open_groups.get(event.table)
+        if group is not None and _joins(group, event):
+            group.append(event)
+            continue
+        group = open_groups[event.table] = [event]
+        out.append(group)
+    return [_combined(item) if isinstance(item, list) else item for item in out]

@@ -1,0 +1,83 @@
+"""The Spark engine's runs: deletes carrying their key alone share their neighbours' MERGE (`apply.staged_run`)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from apply.staged_run import StagedRun, fold_key_deletes
+from apply.staging import _batch_images, _key_slots
+from schema_cache.events import Column, Position, SchemaChange, SchemaChangeKind, TableName, TableSchema, TopicPartition
+from schema_cache.serialized import dump_row
+
+ITEMS = TableName("shop", "items")
+LOGS = TableName("shop", "logs")
+FULL = TableSchema(ITEMS, (Column("id", "INT", False), Column("name", "STRING"), Column("qty", "INT")), ("id",))
+KEY_ONLY = TableSchema(ITEMS, (Column("ID", "INT", False),), ("ID",))  # a canal-json DELETE's structure
+WIDER = TableSchema(ITEMS, (*FULL.columns, Column("note", "STRING")), ("id",))
+LOGS_SCHEMA = TableSchema(LOGS, (Column("id", "INT", False), Column("msg", "STRING")), ("id",))
+P0 = TopicPartition("t", 0)
+
+
+def run(schema: TableSchema, ref: str, ts: int, offset: int, *, ops: dict, table: TableName = ITEMS) -> StagedRun:
+    rows = sum(ops.values())
+    return StagedRun(table, "t", schema, ref, (ts, 0, offset, 0), (ts, 0, offset + rows - 1, 0), ts, ts, rows, ops,
+                     {P0: offset + rows})
+
+
+def test_a_key_move_split_into_a_key_only_delete_and_an_insert_is_one_run():
+    # Setup: at one commitTs an update (full structure), a key move's DELETE (key columns alone) and its
+    #    INSERT (full structure); then rows of another table, and the items table's deletes at a later commitTs.
+    # Expect: the three items runs are one, of the full structure with the key-only deletes folded in,
+    #    spanning them all; its counts are theirs together; other tables' runs are untouched.
+    events = [
+        run(FULL, "f", 10, 0, ops={"UPDATE": 2}),
+        run(KEY_ONLY, "k", 10, 2, ops={"DELETE": 1}),
+        run(LOGS_SCHEMA, "l", 10, 3, ops={"INSERT": 1}, table=LOGS),
+        run(FULL, "f", 10, 4, ops={"INSERT": 1}),
+        run(KEY_ONLY, "k", 12, 5, ops={"DELETE": 3}),
+    ]
+
+    folded = fold_key_deletes(events)
+
+    assert [type(e).__name__ for e in folded] == ["StagedRun", "StagedRun"]
+    items, logs = folded
+    assert logs == events[2]
+    assert (items.ref, items.schema, items.delete_structures) == ("f", FULL, (("k", KEY_ONLY),))
+    assert (items.first, items.last) == (events[0].first, events[4].last)
+    assert (items.min_commit_ts, items.commit_ts, items.rows) == (10, 12, 7)
+    assert items.ops == {"UPDATE": 2, "DELETE": 4, "INSERT": 1} and items.offsets == {P0: 8}
+
+
+def test_deletes_first_take_the_structure_of_the_rows_after_them():
+    folded = fold_key_deletes([run(KEY_ONLY, "k", 10, 0, ops={"DELETE": 1}), run(FULL, "f", 10, 1, ops={"INSERT": 1})])
+    assert len(folded) == 1 and folded[0].ref == "f" and folded[0].delete_structures == (("k", KEY_ONLY),)
+
+
+def test_a_schema_change_or_another_structure_with_values_ends_the_run():
+    # Expect: runs across a DDL of the table (or a rename of it) stay apart; two structures with values
+    #    (rows older than the table's, no DDL between) stay apart; deletes of another key stay apart.
+    ddl = SchemaChange(ITEMS, 11, SchemaChangeKind.ALTER, WIDER, Position("t", 0, 3))
+    renamed_away = SchemaChange(TableName("shop", "goods"), 11, SchemaChangeKind.RENAME, None, Position("t", 0, 3),
+                                previous_name=ITEMS)
+    other_key = TableSchema(ITEMS, (Column("name", "STRING", False),), ("name",))
+    for between in (ddl, renamed_away):
+        events = [run(FULL, "f", 10, 0, ops={"INSERT": 1}), between, run(KEY_ONLY, "k", 12, 4, ops={"DELETE": 1})]
+        assert fold_key_deletes(events) == events
+    events = [run(FULL, "f", 10, 0, ops={"INSERT": 1}), run(WIDER, "w", 10, 1, ops={"INSERT": 1})]
+    assert fold_key_deletes(events) == events
+    events = [run(FULL, "f", 10, 0, ops={"INSERT": 1}), run(other_key, "o", 10, 1, ops={"DELETE": 1})]
+    assert fold_key_deletes(events) == events
+
+
+def test_a_key_only_delete_image_holds_its_key_in_the_runs_columns_and_nulls_elsewhere():
+    # Setup: the run's structure kept whole; a key-only delete's row (its key column named in other case).
+    # Expect: its image has the key where the run's key column is, NULL in the others, and is a delete.
+    keep = (0, 1, 2)
+    slots = _key_slots(KEY_ONLY, FULL, keep)
+    assert slots == (0, None, None)
+    columns = {"commit_ts": [10], "partition": [0], "offset": [2], "seq": [0], "op": ["DELETE"],
+               "before": [dump_row((7,))], "after": [dump_row(None)]}
+    batch = _batch_images(pa, columns, slots, KEY_ONLY.key_indexes(), [pa.int32(), pa.string(), pa.int32()])
+    image = batch.to_pydict()
+    assert (image["c0"], image["c1"], image["c2"], image["ticdc_deleted"], image["upsert"]) == ([7], [None], [None], [True], [False])
+
