@@ -348,6 +348,7 @@ class Applier:
             changes = collapse(rows, by_commit_ts=self._ordering is Ordering.COMMIT_TS)
         schema, changes = self._project(state, table, rows[-1].schema, changes)
         point = self._point_after(state, rows, through_ts)
+        self._require_advance(table, state, point)
         self._writer.merge(table, schema, changes, point, into_empty=state.empty, note=self._first_ts(min(r.commit_ts for r in rows)))
         state.empty = state.empty and all(c.deleted for c in changes)
         state.point = point
@@ -373,6 +374,7 @@ class Applier:
             source = [tuple(values[i] for i in keep) + values[len(schema.columns):] for values in source]
             schema = self._projected(schema, keep)
         point = self._point_after(state, rows, through_ts)
+        self._require_advance(history, state, point)
         self._writer.merge_history(history, schema, source, point, note=self._first_ts(min(r.commit_ts for r in rows)))
         state.point = point
         self._summary.merges += 1
@@ -421,6 +423,7 @@ class Applier:
                 changes = run.net_changes(keep, self._after(state))
             last = i == len(runs) - 1
             point = self._run_point(state, run, through_ts if last else run.commit_ts)
+            self._require_advance(table, state, point)
             self._writer.merge_frame(table, schema, changes, point, into_empty=state.empty,
                                      note=self._first_ts(run.min_commit_ts))
             state.empty = state.empty and not run.has_upserts
@@ -447,10 +450,25 @@ class Applier:
             with self._times.phase("source_build"):
                 source = run.history_source(keep, self._after(state))
             point = self._run_point(state, run, through_ts if i == len(runs) - 1 else run.commit_ts)
+            self._require_advance(history, state, point)
             self._writer.merge_history_frame(history, self._projected(run.schema, keep), source, point,
                                              note=self._first_ts(run.min_commit_ts))
             state.point = point
             self._summary.merges += 1
+
+    def _require_advance(self, table: TableName, state: _TableState, point: AppliedPoint) -> None:
+        """Refuse a MERGE of changes the table lacks that would not move its applied point forward: Delta
+        skips a commit whose transaction version (the point's commitTs) is not above its last one's, so
+        those changes would be dropped without a word. Only rows of one commitTs and table in two
+        structures lead here (each part is merged on its own); the decoders give a commitTs one."""
+        if self._ordering is not Ordering.COMMIT_TS or state.point is None or state.point.ts is None:
+            return
+        if point.ts is not None and point.ts <= state.point.ts:
+            raise ApplyError(
+                f"{table}: changes would be merged at applied point {point.ts}, which the table already has "
+                f"({state.point.ts}), and Delta would skip them: rows of one commitTs came in two structures; "
+                "nothing of them was written"
+            )
 
     def _first_ts(self, commit_ts: int) -> dict | None:
         """The note saying the commit holds no change before `commit_ts` (commitTs ordering): the version before

@@ -8,7 +8,8 @@ whose `tableChanges` describe the table after it. The Kafka key holds the
 handle-key columns. The structure of a row comes from its inline schema
 refined by the table's last DDL description, or from that description alone
 when schemas are disabled (rows of a table not described yet are parked, as
-with Simple).
+with Simple); the description is the one in effect at the row's commitTs
+(`descriptions`), whatever was decoded last.
 
 Ordering: with the TiDB extension, watermarks gate by commitTs like Simple;
 without it there are no watermarks, so events are taken in offset order.
@@ -33,6 +34,7 @@ import orjson
 from schema_cache.codec import ColumnCodec, RowCodec, ValueContext, column_default
 from schema_cache.ddl_text import renamed_from
 from schema_cache.debezium.columns import debezium_value, resolve_type
+from schema_cache.debezium.descriptions import Descriptions
 from schema_cache.debezium.options import DebeziumOptions
 from schema_cache.decoder import decoding, read_commit_ts, require_handle_key
 from schema_cache.events import (
@@ -96,8 +98,8 @@ class DebeziumDecoder:
             "(schemas are disabled, so its structure only comes with DDL events)",
             clock,
         )
-        # Per table: the last DDL description (tableChanges[].table) and its commitTs.
-        self._described: dict[TableName, tuple[int, Mapping[str, object]]] = {}
+        # Per table: its DDL descriptions (tableChanges[].table) by commitTs.
+        self._described = Descriptions()
         self._structures: dict[tuple, RowCodec] = {}
         self._description_texts: dict[int, tuple[Mapping[str, object], str]] = {}
 
@@ -113,13 +115,10 @@ class DebeziumDecoder:
         return self._parking.take_errors()
 
     def state(self) -> bytes:
-        return json.dumps(
-            [[t.database, t.table, ts, described] for t, (ts, described) in self._described.items()]
-        ).encode()
+        return json.dumps(self._described.state()).encode()
 
     def restore(self, state: bytes) -> None:
-        for database, table, ts, described in json.loads(state):
-            self._described[TableName(database, table)] = (ts, described)
+        self._described.restore(json.loads(state))
 
     # --- decoding ---------------------------------------------------------------
 
@@ -152,10 +151,11 @@ class DebeziumDecoder:
         table = TableName(str(source["db"]), str(source["table"]))
         key = self._key(message)
         fields = self._value_fields(envelope.get("schema"))
-        described = self._described.get(table)
+        commit_ts = self._commit_ts(source)
+        described = self._described.at(table, commit_ts)
         if fields is None and described is None:
             log.info("parking %s: %s not described yet (schemas are disabled)", message.position, table)
-            self._parking.park(table, message, table, self._commit_ts(source))
+            self._parking.park(table, message, table, commit_ts)
             return []
         structure = self._structure(table, fields, described, tuple(key))
         require_handle_key(structure.schema)
@@ -176,7 +176,7 @@ class DebeziumDecoder:
         else:
             # Without output-old-value there is no `before`: an upsert of the new image.
             kind = Op.UPDATE if before is not None else Op.UPSERT
-        return [RowChange(table, self._commit_ts(source), kind, before, after, structure.schema, message.position)]
+        return [RowChange(table, commit_ts, kind, before, after, structure.schema, message.position)]
 
     def _commit_ts(self, source: Mapping[str, object]) -> int:
         """TiCDC's commitTs; 0 (unknown) for Debezium's own connectors, which have none (offset order only)."""
@@ -193,9 +193,10 @@ class DebeziumDecoder:
         """Debezium's truncate event (`op` t; sent unless `skipped.operations` has t, its default)."""
         source = payload["source"]
         table = TableName(str(source["db"]), str(source["table"]))
-        known = self._described.get(table)
+        commit_ts = self._commit_ts(source)
+        known = self._described.at(table, commit_ts)
         schema = self._structure(table, None, known, self._primary_key(known[1])).schema if known else None
-        return [SchemaChange(table, self._commit_ts(source), SchemaChangeKind.TRUNCATE, schema, message.position, "TRUNCATE")]
+        return [SchemaChange(table, commit_ts, SchemaChangeKind.TRUNCATE, schema, message.position, "TRUNCATE")]
 
     def _key(self, message: RawMessage) -> dict:
         if not message.key:
@@ -284,7 +285,7 @@ class DebeziumDecoder:
                 return []
             # TiCDC sends TRUNCATE TABLE with no tableChanges (the structure is unchanged).
             table = TableName(str(source["db"]), table_name)
-            known = self._described.get(table)
+            known = self._described.at(table, commit_ts)
             schema = self._structure(table, None, known, self._primary_key(known[1])).schema if known else None
             return [SchemaChange(table, commit_ts, SchemaChangeKind.TRUNCATE, schema, message.position, statement)]
         change = changes[0]
@@ -299,11 +300,11 @@ class DebeziumDecoder:
                 previous = None
         described = change.get("table")
         if described is None:  # DROP TABLE
-            self._described.pop(table, None)
+            self._described.add(table, commit_ts, None)
             return [SchemaChange(table, commit_ts, kind, None, message.position, statement)]
-        self._described[table] = (commit_ts, described)
+        self._described.add(table, commit_ts, described)
         if previous is not None:
-            self._described.pop(previous, None)
+            self._described.add(previous, commit_ts, None)
             kind = SchemaChangeKind.RENAME
         schema = self._structure(table, None, (commit_ts, described), self._primary_key(described)).schema
         event = SchemaChange(table, commit_ts, kind, schema, message.position, statement, previous_name=previous)

@@ -260,3 +260,55 @@ def test_real_mariadb_truncate_event():
     (create, truncate) = _decode_real(decoder, 11, 204)
     assert truncate.kind is SchemaChangeKind.TRUNCATE and truncate.table == TableName("dbz_shop", "scratch")
     assert truncate.schema == create.schema
+
+
+@pytest.mark.parametrize("with_schema", [True, False], ids=["schema", "disable-schema"])
+@pytest.mark.parametrize("restored", [False, True], ids=["read-on", "restored"])
+def test_rows_take_the_description_of_their_commit_ts_whatever_was_decoded_before(with_schema, restored):
+    # Setup: a table with a DECIMAL column (a double in Debezium's values: its description gives the
+    #    precision) changed, then ALTERed (a column added) and RENAMEd. DDL goes to every partition, and
+    #    partitions are read at their own pace: partition 2 is decoded through its ALTER, then partition 1
+    #    whole (to the RENAME), then the rest of 2, then 0. With `restored`, partition 0 is decoded whole
+    #    and the decoder's state saved and restored into a new decoder, as a restarted job's is, which
+    #    resumes partition 1 after its CREATE (the checkpoint had passed it), then reads partition 2.
+    # Expect: every row gets the structure of the last DDL before its commitTs (DECIMAL(10,2); the added
+    #    column only after the ALTER), never a later description nor none (the RENAME moved the table away):
+    #    each commitTs of the table has one structure (two would split it between MERGEs, losing changes).
+    feed = Changefeed(3, debezium_writer=DebeziumWriter(with_schema=with_schema))
+    feed.create_table("shop", "items", [column("id", "int", nullable=False), column("price", "decimal", length=10, decimal=2)],
+                      primary_key=["id"])
+    for n in range(4):
+        with feed.transaction() as txn:
+            for i in range(6):
+                txn.insert("shop", "items", {"id": n * 10 + i, "price": Decimal(f"{n}.{i}5")})
+    altered_at = feed.last_ts + 1
+    feed.add_column("shop", "items", column("note", "varchar", length=20))
+    with feed.transaction() as txn:
+        for i in range(6):
+            txn.insert("shop", "items", {"id": 90 + i, "price": Decimal("9.99"), "note": "x"})
+    feed.rename_table("shop", "items", "archive", "items")
+    p0, p1, p2 = ([m for m in feed.messages if m.partition == p] for p in range(3))
+    decoder = debezium_decoder()
+    if restored:
+        events = decode(decoder, _only(p0))
+        state, decoder = decoder.state(), debezium_decoder()
+        decoder.restore(state)
+        read = [p1[1:], p2]  # resumed after its CREATE
+    else:
+        ahead = next(i for i, m in enumerate(p2) if m.kind == "DDL" and i > 0) + 1  # through its ALTER
+        assert any(m.kind == "DML" for m in p2[ahead:])
+        events = decode(decoder, _only(p2[:ahead]))
+        read = [p1, p2[ahead:], p0]
+    for messages in read:
+        events += decode(decoder, _only(messages))
+
+    changes = [e for e in events if isinstance(e, RowChange)]
+    assert len(changes) == sum(1 for m in feed.messages if m.kind == "DML") and decoder.parked() == []
+    for change in changes:
+        types = {c.name: c.spark_type for c in change.schema.columns}
+        assert types["price"] == "DECIMAL(10,2)", (change.commit_ts, types)
+        assert ("note" in types) == (change.commit_ts > altered_at), (change.commit_ts, types)
+    structures: dict[int, set] = {}
+    for change in changes:
+        structures.setdefault(change.commit_ts, set()).add(change.schema.columns)
+    assert all(len(s) == 1 for s in structures.values())

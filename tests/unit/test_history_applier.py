@@ -10,6 +10,7 @@ from apply.applier import Applier
 from apply.history import HistoryChoice
 from apply.progress import AppliedPoint
 from schema_cache.events import Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName
+from schema_cache.exceptions import ApplyError
 from tests.recording_writer import Crash, RecordingWriter, Tombstones, insert, structure
 
 ITEMS, GOODS = TableName("shop", "items"), TableName("shop", "goods")
@@ -103,3 +104,24 @@ def test_a_ddl_without_structure_gives_the_history_the_next_rows_structure_with_
     assert history[-1][1]["statement"] == alter.statement and history[-1][1]["keep_dropped"]
     table = [options for name, _, options in writer.evolved if name == ITEMS]
     assert table and table[-1]["statement"] == alter.statement
+
+
+def test_rows_of_one_commit_ts_in_two_structures_with_values_stop_the_batch_instead_of_losing_changes():
+    # Setup: items applied through 5; then at commitTs 9 rows of (id, v), (id, v, w), (id, v) again: each
+    #    structure change closes a MERGE at 8, so the third part's MERGE would carry the point the second's
+    #    has, and Delta would skip it (how a decoder that gave one commitTs two structures lost changes).
+    # Expect: ApplyError before that MERGE, naming the table; no MERGE is written at a point already held.
+    writer = RecordingWriter()
+    Applier(writer, Tombstones()).apply([insert(ITEMS, 5, 1)], {"t": 5})
+    wider = structure(ITEMS, "id", "v", "w")
+    rows = [insert(ITEMS, 9, 2), RowChange(ITEMS, 9, Op.INSERT, None, (3, 9, 0), wider, Position("t", 0, 10)),
+            insert(ITEMS, 9, 4)]
+    writer.calls.clear()
+    try:
+        Applier(writer, Tombstones()).apply(rows, {"t": 9})
+    except ApplyError as err:
+        assert "shop.items" in str(err) and "two structures" in str(err)
+    else:
+        raise AssertionError("the batch was applied")
+    points = [c[2] for c in writer.calls if c[0] == "merge"]
+    assert len(points) == len(set(points)), points
