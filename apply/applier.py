@@ -36,7 +36,7 @@ from apply.history import IS_CURRENT, HistoryChoice, history_schema, history_sou
 from apply.identifiers import quote
 from apply.metrics import PhaseTimes
 from apply.progress import AppliedPoint, PendingBackfill
-from apply.staged_run import StagedRun
+from apply.staged_run import StagedRun, key_signature
 from apply.table_registry import TableRegistry
 from apply.tombstones import Removal, Tombstones
 from schema_cache.events import (
@@ -337,6 +337,8 @@ class Applier:
             # Deletes of a table this job never created: nothing to delete.
             log.info("%s: %d deletes for a table that does not exist; nothing to do", table, len(rows))
             return
+        point = self._point_after(state, rows, through_ts)
+        self._require_advance(table, state, point)  # before anything of them is written
         if any(r.after is not None for r in rows):
             # Deletes never add columns; their schema may be a key-only one.
             if state.structure_open is not None and state.exists:
@@ -347,8 +349,6 @@ class Applier:
         with self._times.phase("collapse"):
             changes = collapse(rows, by_commit_ts=self._ordering is Ordering.COMMIT_TS)
         schema, changes = self._project(state, table, rows[-1].schema, changes)
-        point = self._point_after(state, rows, through_ts)
-        self._require_advance(table, state, point)
         self._writer.merge(table, schema, changes, point, into_empty=state.empty, note=self._first_ts(min(r.commit_ts for r in rows)))
         state.empty = state.empty and all(c.deleted for c in changes)
         state.point = point
@@ -365,6 +365,8 @@ class Applier:
         state = self._state(history)
         if not rows or (not state.exists and all(r.after is None for r in rows)):
             return
+        point = self._point_after(state, rows, through_ts)
+        self._require_advance(history, state, point)
         if any(r.after is not None for r in rows):
             self._grow_history(history, state, rows[-1].schema, structure_open)
         schema = rows[-1].schema
@@ -373,8 +375,6 @@ class Applier:
         if len(keep) < len(schema.columns):  # rows older than the history's structure
             source = [tuple(values[i] for i in keep) + values[len(schema.columns):] for values in source]
             schema = self._projected(schema, keep)
-        point = self._point_after(state, rows, through_ts)
-        self._require_advance(history, state, point)
         self._writer.merge_history(history, schema, source, point, note=self._first_ts(min(r.commit_ts for r in rows)))
         state.point = point
         self._summary.merges += 1
@@ -410,6 +410,7 @@ class Applier:
         if not state.exists and not any(run.has_upserts for run in runs):
             log.info("%s: %d deletes for a table that does not exist; nothing to do", table, sum(r.rows for r in runs))
             return
+        self._require_runs_advance(table, state, runs, through_ts)
         if any(run.has_upserts for run in runs):
             if state.structure_open is not None and state.exists:
                 self._take_structure(table, state, runs[-1].schema)
@@ -423,7 +424,6 @@ class Applier:
                 changes = run.net_changes(keep, self._after(state))
             last = i == len(runs) - 1
             point = self._run_point(state, run, through_ts if last else run.commit_ts)
-            self._require_advance(table, state, point)
             self._writer.merge_frame(table, schema, changes, point, into_empty=state.empty,
                                      note=self._first_ts(run.min_commit_ts))
             state.empty = state.empty and not run.has_upserts
@@ -443,6 +443,7 @@ class Applier:
         runs = [run for run in runs if not self._run_covered(state, run)]
         if not runs or (not state.exists and not any(run.has_upserts for run in runs)):
             return
+        self._require_runs_advance(history, state, runs, through_ts)
         if any(run.has_upserts for run in runs):
             self._grow_history(history, state, runs[-1].schema, structure_open)
         for i, run in enumerate(runs):
@@ -450,7 +451,6 @@ class Applier:
             with self._times.phase("source_build"):
                 source = run.history_source(keep, self._after(state))
             point = self._run_point(state, run, through_ts if i == len(runs) - 1 else run.commit_ts)
-            self._require_advance(history, state, point)
             self._writer.merge_history_frame(history, self._projected(run.schema, keep), source, point,
                                              note=self._first_ts(run.min_commit_ts))
             state.point = point
@@ -464,11 +464,21 @@ class Applier:
         if self._ordering is not Ordering.COMMIT_TS or state.point is None or state.point.ts is None:
             return
         if point.ts is not None and point.ts <= state.point.ts:
-            raise ApplyError(
-                f"{table}: changes would be merged at applied point {point.ts}, which the table already has "
-                f"({state.point.ts}), and Delta would skip them: rows of one commitTs came in two structures; "
-                "nothing of them was written"
-            )
+            raise _split_commit_ts(table, point.ts, state.point.ts)
+
+    def _require_runs_advance(self, table: TableName, state: _TableState, runs: list[StagedRun],
+                              through_ts: int | None) -> None:
+        """`_require_advance` for each staged run's MERGE (`_flush_runs`), before any is written; and no run
+        after the first may begin at or before the point the one before it leaves: its rows there would be
+        taken for applied."""
+        if self._ordering is not Ordering.COMMIT_TS:
+            return
+        held = state.point.ts if state.point is not None else None
+        for i, run in enumerate(runs):
+            point = through_ts if i == len(runs) - 1 else run.commit_ts
+            if held is not None and ((i > 0 and run.min_commit_ts <= held) or (point is not None and point <= held)):
+                raise _split_commit_ts(table, point, held)
+            held = point if point is not None else held
 
     def _first_ts(self, commit_ts: int) -> dict | None:
         """The note saying the commit holds no change before `commit_ts` (commitTs ordering): the version before
@@ -677,6 +687,14 @@ def _holds_structure(state: _TableState, schema: TableSchema) -> bool:
     )
 
 
+def _split_commit_ts(table: TableName, point: int | None, held: int) -> ApplyError:
+    return ApplyError(
+        f"{table}: changes would be merged at applied point {point}, with the table already at {held}, and Delta "
+        "would skip them or take some for applied: rows of one commitTs came in two structures; those changes "
+        "were not written"
+    )
+
+
 def _fit_deletes(segment: list[RowChange], row: RowChange) -> tuple[list[RowChange], RowChange] | None:
     """The segment and the row in one structure, where the structures differ only because deletes carry
     their key alone (open-protocol's delete-only-output-handle-key-columns): a delete needs only its key.
@@ -684,7 +702,7 @@ def _fit_deletes(segment: list[RowChange], row: RowChange) -> tuple[list[RowChan
     Splitting the segment there instead would give two MERGEs of one commitTs the same applied point, and
     Delta skips the second (its transaction version is not above the first's)."""
     structure = segment[-1].schema
-    if [k.lower() for k in structure.key] != [k.lower() for k in row.schema.key]:
+    if key_signature(structure) != key_signature(row.schema):
         return None
     if row.after is None:
         return segment, _as_delete_of(row, structure)

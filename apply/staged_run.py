@@ -1,12 +1,13 @@
 """The Spark engine's runs: stretches of one table's released rows, each one MERGE, and how they are formed.
 
-`apply.staging` groups released rows into runs of one structure. Deletes whose structure differs from
-their neighbours' only in carrying fewer columns (TiCDC's `delete-only-output-handle-key-columns`,
-canal-json and open-protocol: a DELETE names its key columns alone, and nothing says so) would split
-a commitTs over several runs; its MERGEs would then carry one applied point and Delta would skip all
-but the first (its transaction version is not above the first's), losing changes. `fold_key_deletes`
-puts such deletes in the run of their neighbours instead: a delete needs its key alone. The driver
-engine does the same row by row (`apply.applier`).
+`apply.staging` groups released rows into runs of one structure reference. Two kinds of neighbours
+would split a commitTs over several runs, whose MERGEs would then carry one applied point, and Delta
+would skip all but the first (its transaction version is not above the first's), losing changes:
+deletes whose structure differs only in carrying fewer columns (TiCDC's
+`delete-only-output-handle-key-columns`, canal-json and open-protocol: a DELETE names its key columns
+alone, and nothing says so), and rows whose structure is the same under another reference (another
+schema version with the same columns). `fold_key_deletes` puts both in the run of their neighbours: a
+delete needs its key alone. The driver engine does the same row by row (`apply.applier`).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ class StagedRun:
     """A stretch of one table's released row changes with one structure: one MERGE.
 
     `first`/`last` bound it in the protocol's order (`apply.staging` order columns); `offsets` is the next
-    offset after its newest row per partition; `commit_ts` its newest commitTs. `delete_structures`: other
-    structures (reference, structure) of deletes in the same stretch that carry this one's key, merged
-    with its rows (`fold_key_deletes`).
+    offset after its newest row per partition; `commit_ts` its newest commitTs. `other_refs`: rows of other
+    structure references in the same stretch, merged with its rows (`fold_key_deletes`): of the same
+    structure with all their values, or deletes carrying its key with their key alone.
     """
 
     table: TableName
@@ -47,7 +48,7 @@ class StagedRun:
     ops: Mapping[str, int]
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     staging: StagingTable | None = field(default=None, compare=False, repr=False)
-    delete_structures: tuple[tuple[str, TableSchema], ...] = ()
+    other_refs: tuple[tuple[str, TableSchema], ...] = ()
 
     @property
     def has_upserts(self) -> bool:
@@ -70,17 +71,19 @@ class Release:
     waiting: int
 
 
-def _key(schema: TableSchema) -> tuple[str, ...]:
-    return tuple(k.lower() for k in schema.key)
+def key_signature(schema: TableSchema) -> tuple[tuple[str, str], ...]:
+    """The key columns' names (case aside) and types: deletes of structures with one signature find their rows alike."""
+    types = {c.name: c.spark_type for c in schema.columns}
+    return tuple((k.lower(), types[k]) for k in schema.key)
 
 
 def _joins(group: list[StagedRun], run: StagedRun) -> bool:
     """Whether `run` can share the MERGE of `group` (runs of its table next to each other)."""
-    if not run.schema.key or _key(run.schema) != _key(group[0].schema):
+    if not run.schema.key or key_signature(run.schema) != key_signature(group[0].schema):
         return False
     upserting = next((r for r in group if r.has_upserts), None)
     # Deletes need their key alone; rows with values need the one structure the group's upserts have.
-    return not run.has_upserts or upserting is None or upserting.ref == run.ref
+    return not run.has_upserts or upserting is None or upserting.schema.same_structure(run.schema)
 
 
 def _combined(group: list[StagedRun]) -> StagedRun:
@@ -89,7 +92,7 @@ def _combined(group: list[StagedRun]) -> StagedRun:
     main = next((r for r in group if r.has_upserts), group[0])
     others: dict[str, TableSchema] = {}
     for run in group:
-        for ref, schema in ((run.ref, run.schema), *run.delete_structures):
+        for ref, schema in ((run.ref, run.schema), *run.other_refs):
             if ref != main.ref:
                 others.setdefault(ref, schema)
     offsets: dict[TopicPartition, int] = {}
@@ -102,14 +105,14 @@ def _combined(group: list[StagedRun]) -> StagedRun:
     return replace(
         main, first=group[0].first, last=group[-1].last, commit_ts=max(r.commit_ts for r in group),
         min_commit_ts=min(r.min_commit_ts for r in group), rows=sum(r.rows for r in group), ops=ops,
-        offsets=offsets, delete_structures=tuple(others.items()),
+        offsets=offsets, other_refs=tuple(others.items()),
     )
 
 
 def fold_key_deletes(events: Sequence[StagedRun | SchemaChange]) -> list[StagedRun | SchemaChange]:
-    """`events` (in order) with each table's neighbouring runs that differ only by deletes of another
-    structure carrying the same key made one run; a schema change of a table (or renaming it) ends its
-    stretch. Runs of two structures with values stay apart."""
+    """`events` (in order) with each table's neighbouring runs of one structure, and deletes of another
+    carrying the same key (names and types), made one run; a schema change of a table (or renaming it)
+    ends its stretch. Runs of two structures with values stay apart."""
     out: list[StagedRun | SchemaChange | list[StagedRun]] = []
     open_groups: dict[TableName, list[StagedRun]] = {}
     for event in events:

@@ -406,10 +406,15 @@ class StagingTable:
         output = ", ".join([*(f"`{c}` {k}" for c, k in _order_types(order)), "image INT", "upsert BOOLEAN",
                             *(f"c{i} {source_type(c.spark_type)}" for i, c in enumerate(columns)),
                             "ticdc_deleted BOOLEAN", "h_op STRING"])
-        # The run's own rows, then deletes of other structures carrying its key (their key values placed
-        # in the run's columns, the rest NULL: a delete needs its key alone).
+        # The run's own rows, then those of its other references (`StagedRun.other_refs`): of its very
+        # structure with all their values; deletes of another with their key values placed in the run's
+        # columns, the rest NULL (a delete needs its key alone).
         parts = [(run.ref, tuple(keep), run.schema.key_indexes())]
-        parts += [(ref, _key_slots(schema, run.schema, keep), schema.key_indexes()) for ref, schema in run.delete_structures]
+        parts += [
+            (ref, tuple(keep) if schema.same_structure(run.schema) else _key_slots(schema, run.schema, keep),
+             schema.key_indexes())
+            for ref, schema in run.other_refs
+        ]
         images = functools.reduce(DataFrame.unionByName, [
             rows.where(F.col("schema_ref") == F.lit(ref)).select(*order, "op", "before", "after")
             .mapInArrow(functools.partial(_images, slots, key, types), output)

@@ -419,6 +419,9 @@ class Pipeline:
         watermarks = self._gate.safe_watermarks(offsets)
         if (offsets, watermarks) == self._saved and not summary:
             return
+        if self._decoder.ordering is Ordering.COMMIT_TS:
+            # What a restart from these offsets reads is after every partition's watermark here (none yet: 0).
+            self._decoder.forget_before(min((watermarks.get(tp, 0) for tp in self._source.next_offsets()), default=0))
         self._batch += 1
         with self._times.phase("checkpoint"):
             self._checkpoints.save(

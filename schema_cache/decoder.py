@@ -41,6 +41,11 @@ class Decoder(Protocol):
 
     def restore(self, state: bytes) -> None: ...
 
+    def forget_before(self, commit_ts: int) -> None:
+        """Every partition is past `commit_ts`, a restart from the checkpoint being saved included: the schema
+        cache may drop what only rows at or before it could need."""
+        ...
+
 
 class SelfDescribing:
     """For decoders whose messages name or carry their structure: nothing is ever parked, nothing to save unless overridden.
@@ -64,6 +69,9 @@ class SelfDescribing:
         return b"{}"
 
     def restore(self, state: bytes) -> None:
+        pass
+
+    def forget_before(self, commit_ts: int) -> None:
         pass
 
 

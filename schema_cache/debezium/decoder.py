@@ -120,6 +120,9 @@ class DebeziumDecoder:
     def restore(self, state: bytes) -> None:
         self._described.restore(json.loads(state))
 
+    def forget_before(self, commit_ts: int) -> None:
+        self._described.forget_before(commit_ts)
+
     # --- decoding ---------------------------------------------------------------
 
     def _decode(self, message: RawMessage) -> list[Event]:

@@ -104,6 +104,9 @@ class SimpleDecoder:
         for raw in json.loads(state):
             self._remember(raw)
 
+    def forget_before(self, commit_ts: int) -> None:
+        pass  # rows name their schema version: nothing depends on what was decoded last
+
     # --- decoding ---------------------------------------------------------------
 
     def _decode(self, message: RawMessage) -> list[Event]:

@@ -312,3 +312,53 @@ def test_rows_take_the_description_of_their_commit_ts_whatever_was_decoded_befor
     for change in changes:
         structures.setdefault(change.commit_ts, set()).add(change.schema.columns)
     assert all(len(s) == 1 for s in structures.values())
+
+
+@pytest.mark.parametrize("with_schema", [True, False], ids=["schema", "disable-schema"])
+def test_a_partition_read_behind_many_ddls_still_gets_the_description_of_its_rows(with_schema):
+    # Setup: rows at one commitTs, then a column renamed and nine columns added; partition 0 decoded whole
+    #    before partition 1 (a busy partition catching up a backlog).
+    # Expect: partition 1's rows get the structure of their commitTs, as partition 0's did (the original
+    #    column name, none of the added columns, the value kept): descriptions are not forgotten by count.
+    feed = Changefeed(2, debezium_writer=DebeziumWriter(with_schema=with_schema))
+    feed.create_table("shop", "t", [column("id", "int", nullable=False), column("b", "varchar", length=8)],
+                      primary_key=["id"])
+    with feed.transaction() as txn:
+        for i in range(6):
+            txn.insert("shop", "t", {"id": i, "b": "x"})
+    feed.rename_column("shop", "t", "b", "b2")
+    for n in range(9):
+        feed.add_column("shop", "t", column(f"c{n}", "int"))
+    decoder = debezium_decoder()
+    events = decode(decoder, _only([m for m in feed.messages if m.partition == 0]))
+    events += decode(decoder, _only([m for m in feed.messages if m.partition == 1]))
+    changes = [e for e in events if isinstance(e, RowChange)]
+    assert {c.partition for c in (e.position for e in changes)} == {0, 1}
+    assert {e.schema.column_names() for e in changes} == {("id", "b")}
+    assert {e.after for e in changes} == {(i, "x") for i in range(6)}
+
+
+def test_descriptions_are_forgotten_by_progress_and_one_commit_ts_keeps_its_ddls_order():
+    from schema_cache.debezium.descriptions import Descriptions
+
+    a, gone = TableName("shop", "a"), TableName("shop", "gone")
+    known = Descriptions()
+    for ts in (10, 20, 30):
+        known.add(a, ts, {"v": ts})
+    known.add(gone, 12, {"v": 12})
+    known.add(gone, 22, None)  # dropped
+    # A multi-table RENAME at 40: `a` is renamed away, then another table renamed to `a`; a lagging
+    # partition's copies of both arrive after.
+    for _ in range(2):
+        known.add(a, 40, None)
+        known.add(a, 40, {"v": "b as a"})
+    assert known.at(a, 41) == (40, {"v": "b as a"}) and known.at(a, 35) == (30, {"v": 30})
+    assert known.at(a, 15) == (10, {"v": 10}) and known.at(gone, 23) is None
+
+    known.forget_before(25)  # every partition is past 25
+    assert known.at(a, 26) == (20, {"v": 20}) and known.at(a, 31) == (30, {"v": 30})
+    assert [row[2] for row in known.state() if row[1] == "a"] == [20, 30, 40, 40]
+    assert all(row[1] != "gone" for row in known.state())
+    restored = Descriptions()
+    restored.restore(known.state())
+    assert restored.state() == known.state()

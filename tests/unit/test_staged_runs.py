@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
+from apply.applier import Applier
 from apply.staged_run import StagedRun, fold_key_deletes
 from apply.staging import _batch_images, _key_slots
 from schema_cache.events import Column, Position, SchemaChange, SchemaChangeKind, TableName, TableSchema, TopicPartition
+from schema_cache.exceptions import ApplyError
 from schema_cache.serialized import dump_row
+from tests.recording_writer import RecordingWriter, Tombstones, insert
 
 ITEMS = TableName("shop", "items")
 LOGS = TableName("shop", "logs")
@@ -15,6 +19,7 @@ FULL = TableSchema(ITEMS, (Column("id", "INT", False), Column("name", "STRING"),
 KEY_ONLY = TableSchema(ITEMS, (Column("ID", "INT", False),), ("ID",))  # a canal-json DELETE's structure
 WIDER = TableSchema(ITEMS, (*FULL.columns, Column("note", "STRING")), ("id",))
 LOGS_SCHEMA = TableSchema(LOGS, (Column("id", "INT", False), Column("msg", "STRING")), ("id",))
+FULL_VALUES = TableSchema(ITEMS, (Column("id", "INT"), Column("v", "INT")), ("id",))  # tests.recording_writer's rows
 P0 = TopicPartition("t", 0)
 
 
@@ -42,7 +47,7 @@ def test_a_key_move_split_into_a_key_only_delete_and_an_insert_is_one_run():
     assert [type(e).__name__ for e in folded] == ["StagedRun", "StagedRun"]
     items, logs = folded
     assert logs == events[2]
-    assert (items.ref, items.schema, items.delete_structures) == ("f", FULL, (("k", KEY_ONLY),))
+    assert (items.ref, items.schema, items.other_refs) == ("f", FULL, (("k", KEY_ONLY),))
     assert (items.first, items.last) == (events[0].first, events[4].last)
     assert (items.min_commit_ts, items.commit_ts, items.rows) == (10, 12, 7)
     assert items.ops == {"UPDATE": 2, "DELETE": 4, "INSERT": 1} and items.offsets == {P0: 8}
@@ -50,7 +55,7 @@ def test_a_key_move_split_into_a_key_only_delete_and_an_insert_is_one_run():
 
 def test_deletes_first_take_the_structure_of_the_rows_after_them():
     folded = fold_key_deletes([run(KEY_ONLY, "k", 10, 0, ops={"DELETE": 1}), run(FULL, "f", 10, 1, ops={"INSERT": 1})])
-    assert len(folded) == 1 and folded[0].ref == "f" and folded[0].delete_structures == (("k", KEY_ONLY),)
+    assert len(folded) == 1 and folded[0].ref == "f" and folded[0].other_refs == (("k", KEY_ONLY),)
 
 
 def test_a_schema_change_or_another_structure_with_values_ends_the_run():
@@ -81,3 +86,30 @@ def test_a_key_only_delete_image_holds_its_key_in_the_runs_columns_and_nulls_els
     image = batch.to_pydict()
     assert (image["c0"], image["c1"], image["c2"], image["ticdc_deleted"], image["upsert"]) == ([7], [None], [None], [True], [False])
 
+
+
+def test_rows_of_one_structure_under_two_references_are_one_run_and_other_key_types_stay_apart():
+    # Setup: at one commitTs rows of the full structure under two references (another schema version with the
+    #    same columns), then deletes whose key is a BIGINT (the table's is INT: after a MODIFY, avro's
+    #    tombstones carry their own key schema).
+    # Expect: the first two are one run (a split would give the second's rows at that commitTs to a MERGE
+    #    that takes them for applied); the deletes with another key type stay a run of their own.
+    same_again = TableSchema(ITEMS, FULL.columns, ("id",), version=2)
+    wide_key = TableSchema(ITEMS, (Column("id", "BIGINT", False),), ("id",))
+    events = [run(FULL, "f", 10, 0, ops={"INSERT": 1}), run(same_again, "f2", 10, 1, ops={"UPDATE": 1}),
+              run(wide_key, "w", 10, 2, ops={"DELETE": 1})]
+    folded = fold_key_deletes(events)
+    assert [(r.ref, r.other_refs, r.rows) for r in folded] == [("f", (("f2", same_again),), 2), ("w", (), 1)]
+
+
+def test_a_staged_run_beginning_where_the_one_before_it_leaves_the_table_stops_the_batch():
+    # Setup: two runs of one structure at commitTs 10 that were not folded (as staged by an older release),
+    #    merged in turn: the first at its newest commitTs, 10, the second's source would then begin after 10.
+    # Expect: ApplyError before either MERGE: the second's rows at 10 would be taken for applied.
+    writer = RecordingWriter()
+    Applier(writer, Tombstones()).apply([insert(ITEMS, 5, 1, FULL_VALUES)], {"t": 5})
+    writer.calls.clear()
+    first, second = run(FULL_VALUES, "f", 10, 0, ops={"INSERT": 1}), run(FULL_VALUES, "f2", 10, 1, ops={"INSERT": 1})
+    with pytest.raises(ApplyError, match="two structures"):
+        Applier(writer, Tombstones()).apply([first, second], {"t": 10})
+    assert not [c for c in writer.calls if c[0].startswith("merge")]
