@@ -6,7 +6,7 @@ tables this way; each encoder derives its own protocol's schema from it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 _BINARY_CHARSET = {"charset": "binary", "collate": "binary"}
 _TEXT_CHARSET = {"charset": "utf8mb4", "collate": "utf8mb4_bin"}
@@ -76,6 +76,11 @@ def table_schema(
         "indexes": indexes,
     }
 
+
+
+def primary_key_columns(schema: Mapping[str, object]) -> list[str]:
+    """The primary key's columns of a `table_schema` object (none without a primary key)."""
+    return list(next((i["columns"] for i in schema["indexes"] if i.get("primary")), []))
 
 def timestamp(value: str, location: str = "UTC") -> dict:
     """A TIMESTAMP value: wall-clock `value` in `location`."""

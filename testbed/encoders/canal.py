@@ -22,6 +22,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from testbed.encoders.large_messages import compress
+from testbed.tables import primary_key_columns
 
 _BINARY_NAMES = {"char": "binary", "varchar": "varbinary", "tinytext": "tinyblob", "text": "blob",
                  "mediumtext": "mediumblob", "longtext": "longblob"}
@@ -110,7 +111,7 @@ class CanalJsonWriter:
             "id": 0,
             "database": schema["schema"],
             "table": schema["table"],
-            "pkNames": next((i["columns"] for i in schema["indexes"] if i.get("primary")), []),
+            "pkNames": primary_key_columns(schema),
             "isDdl": False,
             "type": kind,
             "es": commit_ts >> 18,
@@ -133,7 +134,7 @@ class CanalJsonWriter:
 
         if kind == "DELETE":
             if self._delete_keys_only:
-                keys = set(next((i["columns"] for i in schema["indexes"] if i.get("primary")), []))
+                keys = set(primary_key_columns(schema))
                 columns = [c for c in columns if c["name"] in keys]
             data, old = [image(before)], None
         elif kind == "UPDATE":
@@ -151,7 +152,7 @@ class CanalJsonWriter:
         name = f"{uuid.uuid4()}.json"
         stored = {"key": None, "value": base64.b64encode(value).decode()}
         (self._claim_check_dir / name).write_text(json.dumps(stored))
-        keys = set(next((i["columns"] for i in schema["indexes"] if i.get("primary")), []))
+        keys = set(primary_key_columns(schema))
         key_columns = [c for c in columns if c["name"] in keys]
         only_keys = [{k: v for k, v in data[0].items() if k in keys}]
         message = self._message(schema, kind, commit_ts, key_columns, only_keys, None)

@@ -15,6 +15,8 @@ import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 
+from testbed.tables import primary_key_columns
+
 _UINT64 = 1 << 64
 _SMALL = {"tinyint": "int16", "smallint": "int16", "mediumint": "int32", "int": "int32", "bigint": "int64"}
 _UNSIGNED = {"tinyint": "int16", "smallint": "int32", "mediumint": "int32", "int": "int64", "bigint": "int64"}
@@ -244,7 +246,7 @@ class DebeziumWriter:
                 table_id = f'"{previous[0]}"."{previous[1]}",{table_id}'
             described = {
                 "defaultCharsetName": "utf8mb4",
-                "primaryKeyColumnNames": next((i["columns"] for i in schema["indexes"] if i.get("primary")), []),
+                "primaryKeyColumnNames": primary_key_columns(schema),
                 "columns": [_ddl_column(c, n + 1) for n, c in enumerate(schema["columns"])],
                 "comment": None,
             }

@@ -31,6 +31,7 @@ from schema_cache.open_protocol.decoder import (
     ROW,
 )
 from testbed.encoders.large_messages import compress
+from testbed.tables import primary_key_columns
 
 _CODES = {
     "tinyint": 1, "smallint": 2, "int": 3, "float": 4, "double": 5, "timestamp": 7, "bigint": 8, "mediumint": 9,
@@ -139,7 +140,7 @@ class OpenProtocolWriter:
 
     def row(self, schema: Mapping, kind: str, commit_ts: int, before: Mapping | None, after: Mapping | None) -> tuple[bytes, bytes]:
         """One (key JSON, compressed value) pair for a row change, ready to be framed."""
-        key_columns = set(next((i["columns"] for i in schema["indexes"] if i.get("primary")), []))
+        key_columns = set(primary_key_columns(schema))
 
         def columns(row, only_key: bool = False):
             return {
