@@ -112,7 +112,6 @@ class DeltaLeaseStore:
         for attempt in range(1, _CREATE_ATTEMPTS + 1):
             try:
                 ensure_internal_table(self._sql, self._locator, TABLE, columns, properties=_PROPERTIES, guarded=False)
-                return
             except Exception:
                 # Two jobs starting at once both create it. The loser may be told that the table
                 # exists, that its location is not empty (the winner is half-way), or that it lost
@@ -121,7 +120,15 @@ class DeltaLeaseStore:
                     return
                 if attempt == _CREATE_ATTEMPTS:
                     raise
-                time.sleep(attempt)
+            else:
+                # IF NOT EXISTS also passes over a table the winner has begun but not yet committed (its
+                # folder is there, its first commit not): reading it then finds no table (seen when two
+                # jobs started at once), so the table must be readable before this returns.
+                if self._exists():
+                    return
+                if attempt == _CREATE_ATTEMPTS:
+                    raise ApplyError(f"{self.sql_name} was not created: another job's creation of it did not finish")
+            time.sleep(attempt)
 
     def _exists(self) -> bool:
         try:

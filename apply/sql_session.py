@@ -114,6 +114,13 @@ def spark_version(spark) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def _settings(spark) -> dict[str, str]:
+    try:
+        return dict(spark.conf.getAll)
+    except Exception:  # noqa: BLE001 - older PySpark has no getAll
+        return {row[0]: row[1] for row in spark.sql("SET").collect()}
+
+
 def _isolated(spark):
     try:
         session = spark.newSession()
@@ -123,13 +130,12 @@ def _isolated(spark):
     # Carry over what the user set on their session (shuffle partitions, storage credentials,
     # catalogs, Delta defaults, ...). getAll gives real values; `SET` shows secrets redacted,
     # so its redacted values are never copied. Keys the new session refuses keep its default.
-    try:
-        settings = dict(spark.conf.getAll)
-    except Exception:  # noqa: BLE001 - older PySpark has no getAll
-        settings = {row[0]: row[1] for row in spark.sql("SET").collect()}
+    settings, inherited = _settings(spark), _settings(session)
     for key, value in settings.items():
         if key in _TAG_KEYS or value is None or "(redacted)" in str(value):
             continue
+        if inherited.get(key) == value:
+            continue  # already so (the application's own configuration): a call into the JVM each saved
         try:
             session.conf.set(key, value)
         except Exception:  # noqa: BLE001 - static or unknown to the new session

@@ -69,7 +69,7 @@ logger.plans.level = error
 """
 
 
-_LOCAL_JVM_OPTIONS = "-XX:+UseG1GC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20 -XX:G1PeriodicGCInterval=5000"
+LOCAL_JVM_OPTIONS = "-XX:+UseG1GC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20 -XX:G1PeriodicGCInterval=5000"
 
 
 KAFKA_SOURCE_VERSION_ENV = "TICDC_DELTA_KAFKA_SOURCE_VERSION"
@@ -143,7 +143,10 @@ def _jar_settings(packages: Sequence[str]) -> dict[str, str]:
 
 
 def local_conf(
-    master: str, extra: Mapping[str, str] | None = None, packages: Sequence[str] = ()
+    master: str,
+    extra: Mapping[str, str] | None = None,
+    packages: Sequence[str] = (),
+    jvm_options: str = LOCAL_JVM_OPTIONS,
 ) -> dict[str, str]:
     log4j = cache_dir() / "log4j2-spark.properties"
     log4j.write_text(_LOG4J)
@@ -155,7 +158,7 @@ def local_conf(
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # G1 gives heap it no longer needs back to the system (periodic collections
         # when idle, a small free ratio), so a long run's footprint stays that of a batch.
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j} {_LOCAL_JVM_OPTIONS}",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j} {jvm_options}",
         **LOCAL_DEFAULTS,
     }
     conf.update(extra or {})
@@ -163,9 +166,16 @@ def local_conf(
 
 
 def get_spark(
-    master: str = "local[*]", conf: Mapping[str, str] | None = None, packages: Sequence[str] = ()
+    master: str = "local[*]",
+    conf: Mapping[str, str] | None = None,
+    packages: Sequence[str] = (),
+    *,
+    jvm_options: str = LOCAL_JVM_OPTIONS,
 ) -> SparkSession:
-    """The active session, the surrounding runtime's, or a local one with Delta (and `packages`)."""
+    """The active session, the surrounding runtime's, or a local one with Delta (and `packages`).
+
+    `jvm_options`: the local driver JVM's options besides its logging (the default keeps a long run's
+    footprint small)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -176,7 +186,7 @@ def get_spark(
     # (PySpark refuses workers of another minor version); read when the context starts.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
-    for key, value in local_conf(master, conf, packages).items():
+    for key, value in local_conf(master, conf, packages, jvm_options).items():
         builder = builder.config(key, value)
     log.info("starting local Spark (%s) with %s", master, ", ".join([delta_package(), *packages]))
     session = builder.getOrCreate()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from testbed.spark_packages import use_resolvable_kafka_source
-from tests.support import SPARK_ENGINE_PAIR
+from tests.support import SPARK_ENGINE_PAIR, TEST_SESSION_CONF, TEST_SESSION_JVM_OPTIONS
 
 # Downloads (broker jars, Delta jars) are cached in the checkout unless told otherwise.
 os.environ.setdefault("TICDC_DELTA_CACHE", str(Path(__file__).resolve().parent.parent / ".cache"))
@@ -171,9 +171,11 @@ def spark(tmp_path_factory):
             "spark.default.parallelism": "1",
             # Catalog-mode tests create managed tables: keep them out of the checkout.
             "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
+            **TEST_SESSION_CONF,
         },
         # Spark's Kafka source: the Spark engine's tests read with it.
         packages=[kafka_source_package()],
+        jvm_options=TEST_SESSION_JVM_OPTIONS,
     )
     yield session
     session.stop()

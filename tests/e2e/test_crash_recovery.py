@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from benchmarks import fault_kills
+from tests.support import TEST_SESSION_CONF
 
 pytestmark = [
     pytest.mark.e2e,
@@ -61,6 +62,7 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(sp
     # A lease no restart outlives (a JVM start under load takes a minute at most): a restart can take it
     # over at once only because the killed job's processes ended.
     sections["run"]["lease_seconds"] = 300
+    sections["spark.conf"] = TEST_SESSION_CONF
     outcome = fault_kills.kill_run(scene, sections, tmp_path, len(planned), rng, baseline, spark, planned=planned,
                                    reference=reference)
 

@@ -20,7 +20,7 @@ from apply.progress import applied_history
 from schema_cache.events import TableName
 from testbed.demo import demo_changefeed
 from testbed.processes import job_environment
-from tests.support import assert_table, publish
+from tests.support import TEST_SESSION_CONF, assert_table, publish
 
 pytestmark = [
     pytest.mark.e2e,
@@ -42,6 +42,7 @@ LEASE_SECONDS = 45
 
 def _config(tmp_path: Path, kafka, topic: str, group: str, target: Path, lease_seconds: float = LEASE_SECONDS) -> Path:
     config = tmp_path / "job.toml"
+    conf = "\n".join(f'"{key}" = "{value}"' for key, value in TEST_SESSION_CONF.items())
     config.write_text(
         f"""
 [kafka]
@@ -56,6 +57,8 @@ batch_max_messages = 40
 lease_seconds = {lease_seconds}
 [spark]
 master = "local[1]"
+[spark.conf]
+{conf}
 """
     )
     return config

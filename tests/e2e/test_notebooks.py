@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
 from testbed.demo import load_demo
@@ -57,19 +58,30 @@ def jupyter_path(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture
-def run_notebook(demo, jupyter_path, monkeypatch):
+@pytest.fixture(scope="module")
+def kernel(demo, jupyter_path):
+    """One kernel for the module's notebooks, each run after `%reset -f` (a notebook that leaned on another's
+    names would fail): one Spark JVM started for all of them, not one per notebook (CI time)."""
     settings, _ = demo
-    for key, value in settings.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("JUPYTER_PATH", str(jupyter_path))
-    # Each notebook's kernel starts a Spark JVM of its own that lives a minute or two.
-    monkeypatch.setenv("JAVA_TOOL_OPTIONS", short_lived_jvm(os.environ)["JAVA_TOOL_OPTIONS"])
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in settings.items():
+            env.setenv(key, value)
+        env.setenv("JUPYTER_PATH", str(jupyter_path))
+        # The kernel starts a Spark JVM of its own that lives a minute or two.
+        env.setenv("JAVA_TOOL_OPTIONS", short_lived_jvm(os.environ)["JAVA_TOOL_OPTIONS"])
+        manager = KernelManager(kernel_name=KERNEL)
+        yield manager
+        if manager.has_kernel:
+            manager.shutdown_kernel(now=True)
 
+
+@pytest.fixture
+def run_notebook(kernel):
     def run(name: str):
         notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+        notebook.cells.insert(0, nbformat.v4.new_code_cell("%reset -f"))
         client = NotebookClient(
-            notebook, kernel_name=KERNEL, timeout=600, resources={"metadata": {"path": str(NOTEBOOKS)}}
+            notebook, km=kernel, timeout=600, resources={"metadata": {"path": str(NOTEBOOKS)}}
         )
         client.execute()  # raises CellExecutionError on any cell error
         return notebook

@@ -27,7 +27,7 @@ from testbed.processes import job_environment
 from testbed.tls import LocalCa
 from tests.readers import delta_tables_under
 from tests.registry_server import FakeSchemaRegistry
-from tests.support import assert_table, publish
+from tests.support import TEST_SESSION_CONF, assert_table, publish
 
 pytestmark = [
     pytest.mark.e2e,
@@ -115,7 +115,7 @@ def _job_config(tmp_path: Path, kafka, registry, ca, feed, *, sasl_password=SASL
         "target": {"path": str(tmp_path / "lake")},
         "run": {"mode": "until-idle", "batch_max_seconds": 2.0, "idle_timeout_seconds": 15.0},
         "spark": {"master": "local[1]"},
-        "spark.conf": {"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"},
+        "spark.conf": {"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false", **TEST_SESSION_CONF},
     })
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from apply.identifiers import catalog_name
 from benchmarks import fault_kills
-from tests.support import staged_rows
+from tests.support import TEST_SESSION_CONF, staged_rows
 
 pytestmark = [
     pytest.mark.e2e,
@@ -47,6 +47,7 @@ def test_killed_while_staging_a_batch_then_restarted_gives_the_exact_tables(spar
         values = fault_kills.job_sections(kafka.bootstrap_servers, scene, target, group, BATCH)
         values["run"]["engine"] = "spark"
         values["checkpoint"] = {"cleanup_every": 2}  # the staging table's cleanup too, killed in it or not
+        values["spark.conf"] = TEST_SESSION_CONF
         return values
 
     # No uninterrupted run to compare versions with (CI time): every applied commitTs must have one version
