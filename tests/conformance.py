@@ -3,7 +3,10 @@
 Every protocol test elsewhere reads messages written by the project's own stand-in encoders
 (`testbed/encoders`): if those misread TiCDC, the decoders agree with the mistake. These
 fixtures are written by hand from the text of the documents in `../shared/spec/` instead,
-one JSON file per documented example under `tests/fixtures/conformance/<protocol>/`:
+one JSON file per documented example under `tests/fixtures/conformance/<protocol>/`. The passages
+they cite are kept beside them (`tests/fixtures/conformance/cited.json`, made by
+`python -m tests.conformance` from the documents), so a clone with nothing beside it checks
+its citations too:
 
     {
       "example":  what the document shows, in a few words (the README's conformance table lists it),
@@ -50,6 +53,9 @@ from schema_cache.events import Event, RawMessage, RowChange, SchemaChange, Tabl
 
 FIXTURES = Path(__file__).parent / "fixtures" / "conformance"
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec"
+# The cited passages: {document: {section heading: the document's text from that heading on, PASSAGE long}}.
+CITED = FIXTURES / "cited.json"
+PASSAGE = 600
 
 
 @dataclass(frozen=True)
@@ -240,3 +246,30 @@ def mismatches(events: list[Event], specs: list[dict[str, Any]]) -> list[str]:
             if actual.get(key) != value:
                 found.append(f"event {i} {key}: got {actual.get(key)!r}, the document means {value!r}")
     return found
+
+
+# --- the cited passages ---------------------------------------------------------------------------
+
+
+def cited_sections(fixture: Fixture) -> tuple[str, str]:
+    """(document, heading) a fixture cites: the last part of its `where` is the heading looked up."""
+    return fixture.document, fixture.where.split(" > ")[-1]
+
+
+def cite(spec: Path = SPEC, fixtures: list[Fixture] | None = None) -> dict[str, dict[str, str]]:
+    """Each cited heading's passage, from the documents in `spec` (KeyError: a document or heading is missing)."""
+    passages: dict[str, dict[str, str]] = {}
+    for fixture in fixtures if fixtures is not None else load_fixtures():
+        document, heading = cited_sections(fixture)
+        text = (spec / document).read_text()
+        at = text.find(heading)
+        if at < 0:
+            raise KeyError(f"{fixture.name}: section {heading!r} not in {document}")
+        passages.setdefault(document, {})[heading] = text[at:at + PASSAGE]
+    return {document: dict(sorted(sections.items())) for document, sections in sorted(passages.items())}
+
+
+if __name__ == "__main__":
+    # Refresh the repository's copy of the cited passages from ../shared/spec.
+    CITED.write_text(json.dumps(cite(), ensure_ascii=False, indent=1) + "\n")
+    print(f"wrote {CITED}")

@@ -1,4 +1,4 @@
-"""One job per consumer: two jobs started at once, and a holder paused past its lease, as real processes.
+"""One job per consumer: two jobs started at once, then the winner paused past its lease, as real processes.
 
 A killed holder taken over at once is checked by every restart of tests/e2e/test_crash_recovery.py.
 """
@@ -53,7 +53,7 @@ group_id = "{group}"
 path = "{target}"
 [run]
 mode = "until-idle"
-batch_max_messages = 40
+batch_max_messages = 20
 lease_seconds = {lease_seconds}
 [spark]
 master = "local[1]"
@@ -114,70 +114,58 @@ def _assert_applied_once(spark, target: Path) -> None:
         assert [ts for ts, n in per_ts.items() if n > 1] == [], table
 
 
-def test_two_jobs_started_at_once_one_runs_and_the_other_exits_5_without_writing(spark, kafka, tmp_path, unique):
-    # Setup: the demo stream (two tables, a DDL) and two `ticdc-delta run` processes with the same
-    # configuration (consumer group, target) started at the same moment.
-    # Expect: exactly one applies the stream (exit 0); the other waits for the lease, sees it
-    # renewed, and exits 5 naming the other job, having applied nothing; the tables equal upstream,
-    # each commitTs applied once; the lease was taken once (epoch 1) and released.
-    feed = demo_changefeed(seed=11, changes=150)
-    topic, group, target = f"twice-{unique}", f"g-{unique}", tmp_path / "delta"
-    publish(kafka, topic, feed.messages)
-    # Nothing here waits for an expiry. The winner must renew (every quarter of the lease, 10 s) before it
-    # finishes, or the other would see the lease released, rightly take it and find nothing to do: its run
-    # takes 20 s and more. A renewal on a loaded machine (seen: 15 s) must not let the 40 s lease lapse.
-    config = _config(tmp_path, kafka, topic, group, target, lease_seconds=40)
-    logs = [tmp_path / "job-a.log", tmp_path / "job-b.log"]
-
-    jobs = [_start(config, log) for log in logs]
-    statuses = [_finish(job) for job in jobs]
-
-    assert sorted(statuses) == [0, LEASE_HELD], f"exit statuses {statuses}; see {logs}"
-    loser = logs[statuses.index(LEASE_HELD)].read_text()
-    assert "is being run by another job" in loser and "renewed its lease while this job waited" in loser
-    # It never held the lease, so it never read a checkpoint nor applied a batch.
-    assert "took its lease" not in loser and "took it over" not in loser and "resuming" not in loser
-    assert "round 1 (checkpoint" not in loser  # the line each batch logs
-    winner = logs[statuses.index(0)].read_text()
-    assert "took its lease (epoch 1" in winner and "round 1 (checkpoint" in winner  # what the loser's log must lack
-    assert_table(spark, str(target), feed, "shop", "customers", CUSTOMERS)
-    assert_table(spark, str(target), feed, "shop", "orders", ORDERS)
-    _assert_applied_once(spark, target)
-    lease = _lease_row(spark, target, group)
-    assert lease["epoch"] == 1 and lease["owner"] is None
-
-
-def test_a_paused_holder_is_taken_over_after_its_lease_expires_and_stops_when_it_resumes(spark, kafka, tmp_path, unique):
-    # Setup: job A applies the demo stream in small batches; after two checkpoints its whole process
-    # group (Python and Spark's JVM) is stopped with SIGSTOP, as a long GC pause or a frozen VM
-    # would. Job B starts on the same configuration. Once B has taken the lease over, A continues.
-    # Expect: B takes the lease over once it has expired (A's process still exists) (epoch 2),
-    # applies the rest and exits 0; A finds its lease gone at its next write and exits 5 without
-    # writing; the tables equal upstream, each commitTs applied once.
+def test_two_jobs_at_once_one_exits_5_and_a_paused_holder_is_taken_over_after_its_lease_expires(
+    spark, kafka, tmp_path, unique
+):
+    """One scenario, three job processes (a Spark JVM each; CI time: one process less than two tests): about
+    two minutes, most of it the paused holder's lease running out (LEASE_SECONDS) and three JVM starts."""
+    # Setup: the demo stream (two tables, a DDL) in small batches; jobs A and B with the same configuration
+    # (consumer group, target) started at the same moment. Once the loser has exited and the winner has
+    # saved two checkpoints, the winner's whole process group (Python and Spark's JVM) is stopped with
+    # SIGSTOP, as a long GC pause or a frozen VM would; job C starts on the same configuration; once C has
+    # taken the lease over, the winner continues.
+    # Expect: exactly one of A and B takes the lease (epoch 1); the other waits, sees it renewed, and exits 5
+    # naming the other job, having applied nothing. C takes the lease over once it has expired (the paused
+    # winner's process still exists) (epoch 2), applies the rest and exits 0; the winner finds its lease gone
+    # at its next write and exits 5 without writing. The tables equal upstream, each commitTs applied once;
+    # the lease ends released at epoch 2.
     feed = demo_changefeed(seed=12, changes=150)
-    topic, group, target = f"paused-{unique}", f"g-{unique}", tmp_path / "delta"
+    topic, group, target = f"lease-{unique}", f"g-{unique}", tmp_path / "delta"
     publish(kafka, topic, feed.messages)
     config = _config(tmp_path, kafka, topic, group, target)
-    log_a, log_b = tmp_path / "job-a.log", tmp_path / "job-b.log"
+    logs = {name: tmp_path / f"job-{name}.log" for name in "abc"}
 
-    a = _start(config, log_a)
+    jobs = {name: _start(config, logs[name]) for name in "ab"}
     try:
-        _wait_for(lambda: _checkpoints_saved(target) >= 2 or a.poll() is not None, "job A's second checkpoint")
-        assert a.poll() is None, f"job A finished before it could be paused; see {log_a}"
-        os.killpg(a.pid, signal.SIGSTOP)
-        b = _start(config, log_b)
-        _wait_for(lambda: "took it over (epoch 2)" in log_b.read_text() or b.poll() is not None, "job B's takeover")
+        _wait_for(lambda: any(job.poll() is not None for job in jobs.values()), "one of the two jobs to exit")
+        (loser,) = [name for name, job in jobs.items() if job.poll() is not None]
+        (winner,) = [name for name in jobs if name != loser]
+        assert jobs[loser].returncode == LEASE_HELD, f"exit status {jobs[loser].returncode}; see {logs[loser]}"
+        _wait_for(lambda: _checkpoints_saved(target) >= 2 or jobs[winner].poll() is not None, "the winner's second checkpoint")
+        assert jobs[winner].poll() is None, f"the winner finished before it could be paused; see {logs[winner]}"
+        os.killpg(jobs[winner].pid, signal.SIGSTOP)
+        jobs["c"] = _start(config, logs["c"])
+        _wait_for(lambda: "took it over (epoch 2)" in logs["c"].read_text() or jobs["c"].poll() is not None,
+                  "job C's takeover")
     finally:
-        os.killpg(a.pid, signal.SIGCONT)
-    status_a, status_b = _finish(a), _finish(b)
+        for job in jobs.values():
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGCONT)
+    statuses = {name: _finish(job) for name, job in jobs.items()}
 
-    assert status_b == 0, f"see {log_b}"
-    assert status_a == LEASE_HELD, f"see {log_a}"
-    text_b = log_b.read_text()
-    # B took over at the expiry (having waited for it if it started before): A's process still
-    # existed, so B could not know that A would not write again.
-    assert "expired at" in text_b and "process has ended" not in text_b
-    assert "lost the lease (epoch 1), now held by" in log_a.read_text()
+    assert statuses == {loser: LEASE_HELD, winner: LEASE_HELD, "c": 0}, f"exit statuses {statuses}; see {logs}"
+    lost = logs[loser].read_text()
+    assert "is being run by another job" in lost and "renewed its lease while this job waited" in lost
+    # It never held the lease, so it never read a checkpoint nor applied a batch.
+    assert "took its lease" not in lost and "took it over" not in lost and "resuming" not in lost
+    assert "round 1 (checkpoint" not in lost  # the line each batch logs
+    paused = logs[winner].read_text()
+    assert "took its lease (epoch 1" in paused and "round 1 (checkpoint" in paused  # what the loser's log must lack
+    assert "lost the lease (epoch 1), now held by" in paused
+    # C took over at the expiry (having waited for it if it started before): the winner's process still
+    # existed, so C could not know that it would not write again.
+    took_over = logs["c"].read_text()
+    assert "expired at" in took_over and "process has ended" not in took_over
     assert_table(spark, str(target), feed, "shop", "customers", CUSTOMERS)
     assert_table(spark, str(target), feed, "shop", "orders", ORDERS)
     _assert_applied_once(spark, target)

@@ -10,7 +10,18 @@ import pytest
 
 from schema_cache.exceptions import DecodeError
 from schema_cache.protocols import create_decoder, protocol_options
-from tests.conformance import SPEC, Fixture, file_content, load_fixtures, mismatches, raw_message, registering
+from tests.conformance import (
+    CITED,
+    SPEC,
+    Fixture,
+    cite,
+    cited_sections,
+    file_content,
+    load_fixtures,
+    mismatches,
+    raw_message,
+    registering,
+)
 
 FIXTURES = load_fixtures()
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -65,11 +76,23 @@ def test_documented_example_decodes_to_its_documented_meaning(fixture: Fixture, 
 
 
 def test_every_fixture_names_a_document_and_a_section_that_exist():
-    # Expect: each fixture's document is in ../shared/spec/ and its section heading occurs in it.
+    # Expect: each fixture's document and section heading are among the cited passages the repository carries
+    # (tests/fixtures/conformance/cited.json), and that copy holds no passage no fixture cites.
     assert FIXTURES, "no conformance fixtures found"
+    cited = json.loads(CITED.read_text())
     for fixture in FIXTURES:
-        text = (SPEC / fixture.document).read_text()
-        assert fixture.where.split(" > ")[-1] in text, f"{fixture.name}: section {fixture.where!r} not in {fixture.document}"
+        document, heading = cited_sections(fixture)
+        assert heading in cited.get(document, {}), f"{fixture.name}: section {fixture.where!r} of {document} is not cited"
+        assert cited[document][heading].startswith(heading)
+    assert {(d, h) for d, sections in cited.items() for h in sections} == {cited_sections(f) for f in FIXTURES}
+
+
+@pytest.mark.skipif(not SPEC.is_dir(), reason=f"the protocol documents ({SPEC}) are not beside this clone: the cited "
+                    "passages are checked against the repository's copy only (test above)")
+def test_the_cited_passages_are_the_documents_own_text():
+    # Expect: the repository's copy of each cited passage is the document's text at that heading
+    # (`python -m tests.conformance` refreshes the copy after the documents change).
+    assert json.loads(CITED.read_text()) == cite(SPEC, FIXTURES)
 
 
 def test_the_readme_lists_every_fixture_with_its_outcome():
