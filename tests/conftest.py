@@ -107,6 +107,19 @@ def _worth_reading(table: Path) -> bool:
 
 
 def pytest_terminal_summary(terminalreporter):
+    # Where this side's time went, by test file (set-up, call and tear-down of its tests): the budgets in
+    # tests/README.md are per file.
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                path = report.nodeid.split("::", 1)[0]
+                seconds[path] = seconds.get(path, 0.0) + report.duration
+    slowest = sorted(seconds.items(), key=lambda item: -item[1])[:20]
+    if slowest:
+        terminalreporter.write_sep("=", "time per test file (the 20 slowest)")
+        for path, spent in slowest:
+            terminalreporter.write_line(f"{spent:7.1f} s  {path}")
     if _READ_BACK[0]:
         terminalreporter.write_line(
             f"delta-rs read-back: {_READ_BACK[0]} tables compared with Spark's read in {_READ_BACK[1]:.1f} s"
