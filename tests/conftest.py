@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,11 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers",
+        "process: the test starts job processes of its own (a Spark JVM each, 10-20 s before any work); "
+        '`-m "e2e and not process"` leaves them out',
+    )
+    config.addinivalue_line(
+        "markers",
         "spark_only_tables(reason): the test writes Delta tables non-Spark readers cannot open on purpose "
         "(target.table_features = 'full', hand-made tables); delta-rs does not read them back",
     )
@@ -115,9 +121,9 @@ def pytest_terminal_summary(terminalreporter):
             if isinstance(report, pytest.TestReport):
                 path = report.nodeid.split("::", 1)[0]
                 seconds[path] = seconds.get(path, 0.0) + report.duration
-    slowest = sorted(seconds.items(), key=lambda item: -item[1])[:20]
+    slowest = [item for item in sorted(seconds.items(), key=lambda item: -item[1]) if item[1] >= 5]
     if slowest:
-        terminalreporter.write_sep("=", "time per test file (the 20 slowest)")
+        terminalreporter.write_sep("=", "time per test file (those over 5 s)")
         for path, spent in slowest:
             terminalreporter.write_line(f"{spent:7.1f} s  {path}")
     if _READ_BACK[0]:
@@ -164,17 +170,28 @@ def delta_rs_reads_every_table(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def kafka(tmp_path_factory):
+def _starting_broker(tmp_path_factory):
+    """The session's Kafka broker, started in a thread: its two JVMs (the KRaft format, the broker) start
+    while the Spark session does (about 10 s of each side's CI time)."""
     from testbed.local_kafka import LocalKafka
 
     broker = LocalKafka(tmp_path_factory.mktemp("kafka"))
-    broker.start()
-    yield broker
+    with ThreadPoolExecutor(1, thread_name_prefix="kafka-start") as pool:
+        started = pool.submit(broker.start)
+        yield broker, started
+        started.exception()  # (waits: a broker half-started is stopped too)
     broker.stop()
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory):
+def kafka(_starting_broker):
+    broker, started = _starting_broker
+    started.result()
+    return broker
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory, _starting_broker):
     from jobs.session import get_spark, kafka_source_package
 
     session = get_spark(

@@ -55,6 +55,8 @@ class _Running:
 
 
 def test_broker_outage_is_waited_out_and_one_past_the_limit_stops_the_job_with_only_applied_work_committed(spark, tmp_path, unique):
+    """About 70 s in CI, mostly waiting: a broker of its own started three times, an 8 s outage waited out,
+    then one outlasting the job's limit."""
     # Setup: a broker of this test's own, the demo stream read in small batches, idle timeout 2 s.
     # 1. The broker is stopped after the first checkpoint and started again 8 s later (past the idle
     #    timeout): the job waits and finishes with the upstream tables.

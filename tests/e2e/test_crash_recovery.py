@@ -18,6 +18,7 @@ from tests.support import TEST_SESSION_CONF
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.process,
     pytest.mark.one_pair(
         "job processes killed and restarted (a Spark JVM each); the idempotent writes and replays it relies on run on both pairs in test_delta_writer and test_simple_pipeline",
         pair="oldest",
@@ -31,6 +32,8 @@ pytestmark = [
 
 
 def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(spark, kafka, tmp_path):
+    """About 220 s in CI: four job processes (three killed, then the final run), each a Spark JVM that takes
+    10-20 s to start and runs cold, besides the uninterrupted run in this process it is compared with."""
     # Setup: Simple JSON with ADD COLUMN DEFAULT, DROP/RENAME/MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and
     # re-CREATE between many transactions over three tables, the first with a history table; an uninterrupted
     # run for its versions and its history.

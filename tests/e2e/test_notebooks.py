@@ -24,6 +24,7 @@ from testbed.processes import short_lived_jvm
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.process,
     pytest.mark.one_pair("the notebooks call the product APIs the other tests run on both pairs", pair="oldest"),
 ]
 

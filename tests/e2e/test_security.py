@@ -31,6 +31,7 @@ from tests.support import TEST_SESSION_CONF, assert_table, publish
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.process,
     pytest.mark.one_pair(
         "a broker of its own and three job processes (a Spark JVM each); TLS, SASL and the registry client are "
         "librdkafka's and confluent-kafka's, the same on every Python/Spark pair",
@@ -173,6 +174,8 @@ def _scan_tables(spark, root: Path) -> dict[str, list[str]]:
 
 
 def test_sasl_ssl_and_https_registry_run_leaks_no_secret(spark, secure_kafka, secure_registry, ca, feed, tmp_path):
+    """About 80 s in CI: the job is a process of its own (what it writes, librdkafka's debug log included, is what
+    is scanned for secrets), a cold Spark JVM logging at DEBUG, over a broker of this module's own."""
     # Setup: the avro stream read through the SASL_SSL listener (SCRAM-SHA-512 over TLS, the broker's
     # certificate checked against the test CA), its schemas from the registry over https with basic auth.
     # Expect: tables equal upstream; neither password in any line the process wrote (DEBUG, and librdkafka's

@@ -18,6 +18,7 @@ from tests.support import TEST_SESSION_CONF, staged_rows
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.process,
     pytest.mark.one_pair(
         "job processes of the Spark engine killed and restarted (a Spark JVM each); its statements run on both "
         "pairs' variants of the protocol suites",
@@ -30,6 +31,8 @@ BATCH = 100
 
 
 def test_killed_while_staging_a_batch_then_restarted_gives_the_exact_tables(spark, kafka, tmp_path):
+    """About 115 s in CI: two job processes of the Spark engine (one killed mid-staging, then its restart), each a
+    Spark JVM with Python workers, running cold; the engine makes about ten Spark actions a batch."""
     # Setup: Simple JSON with ADD COLUMN DEFAULT, DROP/RENAME/MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and
     # re-CREATE between transactions over three tables, read BATCH messages a batch by the Spark engine. A run
     # killed (SIGKILL of Python and its Spark JVM) while the first or second batch is read, decoded on the
