@@ -171,9 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     job_args = args.job[1:] if args.job[:1] == ["--"] else args.job
     install(KillSwitch(args.site, args.hit, args.delay, args.moment, args.log))
-    from jobs.cli import main as job_main
+    from jobs.cli import exit_status
 
-    return job_main(job_args)
+    return exit_status(job_args)
 
 
 if __name__ == "__main__":

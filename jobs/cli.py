@@ -9,17 +9,23 @@ runs this consumer (`run`: its lease is held by a live job, or was taken
 over while this one was paused; nothing more was written), 6 Kafka
 unreachable for longer than `kafka.unreachable_timeout_seconds`, 7 Kafka
 (SASL) or the schema registry (HTTP 401) refused the job's credentials (at
-once, no retries; the message names the service, never the secret), 1
-anything else.
+once, no retries; the message names the service, never the secret), 8 the
+runtime lacks Spark (pyspark or delta-spark not installed), 1 anything else.
+
+`main` raises SystemExit with the status (every launcher sees it: the console
+script, `python -m`, a Databricks wheel task, spark-submit); `exit_status`
+returns it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import signal
 import sys
 import threading
+from typing import NoReturn
 
 from jobs import config as config_module
 from schema_cache.exceptions import (
@@ -32,6 +38,9 @@ from schema_cache.exceptions import (
 )
 
 log = logging.getLogger("ticdc_delta")
+
+# What the job needs from its runtime rather than from this package (`pip install ticdc-delta[local]`).
+_SPARK_MODULES = {"pyspark", "delta", "py4j"}
 
 
 def _job_flags(parser) -> None:
@@ -130,12 +139,13 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 
 
 def _command_run(args: argparse.Namespace) -> int:
-    from jobs.pipeline import Pipeline
     from jobs.preflight import check_before_start
-    from jobs.session import get_spark, kafka_source_package
 
     config = config_module.load(args.config, _overrides(args))
-    check_before_start(config)
+    check_before_start(config)  # (before anything imports pyspark: Kafka and credentials need no Spark)
+    from jobs.pipeline import Pipeline
+    from jobs.session import get_spark, kafka_source_package
+
     stop = threading.Event()
     _install_stop_handlers(stop)
     # The Spark engine reads Kafka with Spark's own source: a local session gets its jars too.
@@ -205,8 +215,26 @@ def _command_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _version() -> str:
+    try:
+        return importlib.metadata.version("ticdc-delta")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed: run from a checkout)"
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    """The `ticdc-delta` entry point: ends the process with the command's exit status.
+
+    Raised, not returned: a Databricks `python_wheel_task` (and any launcher that imports the entry
+    point and calls it) ignores a returned value, and would report a failed run as successful.
+    """
+    raise SystemExit(exit_status(argv))
+
+
+def exit_status(argv: list[str] | None = None) -> int:
+    """Run one command line; its exit status (the module docstring lists them)."""
     parser = argparse.ArgumentParser(prog="ticdc-delta", description="TiCDC (Kafka) -> Delta Lake materializer")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
@@ -231,6 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         log.error("configuration error: %s", err)
         return 2
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] not in _SPARK_MODULES:
+            raise
+        log.error(
+            "%s is not installed in this Python (%s): install ticdc-delta[local] for local runs, or run the job "
+            "where Spark provides it (spark-submit, Databricks)", err.name.split(".")[0], sys.executable,
+        )
+        return 8
     except DecodeError as err:
         log.error("%s (policy.on_bad_message = fail; set it to dead-letter to divert such messages)", err)
         return 3
@@ -249,4 +285,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

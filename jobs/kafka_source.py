@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 
 from jobs.config import KafkaConfig
+from jobs.kafka_log import librdkafka_logger
 from schema_cache.events import RawMessage, TopicPartition
 from schema_cache.exceptions import KafkaAuthenticationError, KafkaUnreachableError, SourceError
 
@@ -73,6 +74,7 @@ class KafkaSource:
             "enable.auto.offset.store": False,
             "auto.offset.reset": config.start_from,
             "error_cb": self._on_error,
+            "logger": librdkafka_logger(),
         }
         self._consumer = Consumer(self._settings)
         self._committer: Consumer | None = None  # made at the first commit (see `_commit_once`)
@@ -136,13 +138,7 @@ class KafkaSource:
         except KafkaException as err:
             self._raise_if_refused()
             self._mark_unreachable(str(err), since)
-            down = time.monotonic() - self._unreachable_since
-            if down > self._config.unreachable_timeout_seconds:
-                raise KafkaUnreachableError(
-                    f"Kafka at {self._config.bootstrap_servers} unreachable for {down:.0f}s "
-                    f"(kafka.unreachable_timeout_seconds = {self._config.unreachable_timeout_seconds:g}); "
-                    "stopping: what was applied is checkpointed, nothing after it was committed"
-                ) from None
+            self._raise_if_down_too_long()
             return True
         if self._unreachable_since is not None:
             log.info("Kafka at %s reachable again after %.0fs", self._config.bootstrap_servers,
@@ -151,20 +147,45 @@ class KafkaSource:
         return False
 
     def _metadata(self):
-        """The cluster's metadata, asked for up to _METADATA_TIMEOUT; only before partitions are assigned.
+        """The cluster's metadata; only before partitions are assigned.
 
-        librdkafka reports a refused login to error_cb, which only consume() serves: between
-        slices of the wait it is served (nothing is assigned yet, so nothing is read).
+        No broker answering is an outage like one mid-run: waited for up to
+        `kafka.unreachable_timeout_seconds`, then KafkaUnreachableError (exit 6). Another
+        failure is retried for up to _METADATA_TIMEOUT. librdkafka reports a refused login
+        to error_cb, which only consume() serves: between slices of the wait it is served
+        (nothing is assigned yet, so nothing is read).
         """
-        deadline = time.monotonic() + _METADATA_TIMEOUT
+        started = time.monotonic()
         while True:
             try:
-                return self._consumer.list_topics(timeout=min(_METADATA_SLICE, max(0.1, deadline - time.monotonic())))
+                metadata = self._consumer.list_topics(timeout=_METADATA_SLICE)
             except KafkaException as err:
-                self._consumer.consume(num_messages=1, timeout=0)  # serves error_cb
+                self._consumer.consume(num_messages=1, timeout=0)  # serves error_cb (and librdkafka's log)
                 self._raise_if_refused(err)
-                if time.monotonic() >= deadline:
+                error = err.args[0] if err.args else None
+                if isinstance(error, KafkaError) and error.code() in (*_NO_BROKER, KafkaError._TIMED_OUT):
+                    self._mark_unreachable(error.str(), since=started)
+                    self._raise_if_down_too_long(starting=True)
+                elif time.monotonic() - started >= _METADATA_TIMEOUT:
                     raise SourceError(f"cannot reach Kafka at {self._config.bootstrap_servers}: {err}") from err
+                continue
+            if self._unreachable_since is not None:
+                log.info("Kafka at %s reachable after %.0fs", self._config.bootstrap_servers,
+                         time.monotonic() - self._unreachable_since)
+                self._unreachable_since = None
+            return metadata
+
+    def _raise_if_down_too_long(self, *, starting: bool = False) -> None:
+        down = time.monotonic() - self._unreachable_since
+        if down > self._config.unreachable_timeout_seconds:
+            outcome = (
+                "nothing was read or written; check kafka.bootstrap_servers and that the brokers are up"
+                if starting else "what was applied is checkpointed, nothing after it was committed"
+            )
+            raise KafkaUnreachableError(
+                f"Kafka at {self._config.bootstrap_servers} unreachable for {down:.0f}s "
+                f"(kafka.unreachable_timeout_seconds = {self._config.unreachable_timeout_seconds:g}); stopping: {outcome}"
+            )
 
     def partitions(self) -> dict[str, list[int]]:
         metadata = self._metadata()

@@ -27,3 +27,18 @@ def short_lived_jvm(env: Mapping[str, str]) -> dict[str, str]:
 def job_environment() -> dict[str, str]:
     """This process's environment for a job process: the checkout importable, a short-lived JVM."""
     return short_lived_jvm({**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+# How a Databricks `python_wheel_task` starts the job: it looks the wheel's entry point up, puts the task's
+# parameters in sys.argv and calls the function; what the function returns is ignored, only the process's
+# exit status counts.
+_WHEEL_TASK = (
+    "import sys; from importlib.metadata import entry_points; "
+    "(entry,) = [e for e in entry_points(group='console_scripts') if e.name == 'ticdc-delta']; "
+    "sys.argv = ['ticdc-delta', *sys.argv[1:]]; entry.load()()"
+)
+
+
+def wheel_task_command(python: str | Path, *parameters: str) -> list[str]:
+    """The command that calls `python`'s installed `ticdc-delta` entry point as a Databricks wheel task does."""
+    return [str(python), "-c", _WHEEL_TASK, *parameters]

@@ -22,6 +22,8 @@ LOGS_DDL = "id INT, msg STRING"
 
 
 def test_a_consistent_read_of_two_tables_is_upstream_at_one_commit_ts(spark, kafka, tmp_path, unique, capsys):
+    """Over 60 s in CI because it is the newest side's first end-to-end test: its set-up starts the session's
+    Spark (and, on an empty cache, fetches the Delta jars) and broker, and its first statements run cold."""
     # Setup: two tables changed by six transactions, some touching one table, some both; the job applies
     # them in batches of a few messages (versions at different points per table).
     # Expect: for every transaction's commitTs and one after the last, the consistent read lands at a
@@ -67,9 +69,9 @@ def test_a_consistent_read_of_two_tables_is_upstream_at_one_commit_ts(spark, kaf
     asked = states[3][0]
     flags = ["--bootstrap-servers", kafka.bootstrap_servers, "--topics", topic, "--group-id", group, "--target-path", target]
     capsys.readouterr()
-    assert cli.main(["as-of", *flags, "--commit-ts", str(asked), "--json"]) == 0
+    assert cli.exit_status(["as-of", *flags, "--commit-ts", str(asked), "--json"]) == 0
     by_ts = json.loads(capsys.readouterr().out)
-    assert cli.main(["as-of", *flags, "--time", upstream_time(asked).isoformat(), "--json"]) == 0
+    assert cli.exit_status(["as-of", *flags, "--time", upstream_time(asked).isoformat(), "--json"]) == 0
     by_time = json.loads(capsys.readouterr().out)
     read = consistent_read(spark, list(names.values()), asked)
     assert {t["sql_name"]: t["version"] for t in by_ts["tables"]} == dict(read.versions)

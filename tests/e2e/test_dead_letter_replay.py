@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from apply.progress import applied_history, read_progress
-from jobs.cli import main
+from jobs.cli import exit_status
 from jobs.replay import replay_dead_letters
 from testbed.encoders.simple import claim_check
 from testbed.tables import column
@@ -119,7 +119,7 @@ def test_replay_refuses_a_dead_letter_when_the_structure_changed_after_it(spark,
         f'[kafka]\nbootstrap_servers = "{kafka.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "{group}"\n'
         f'[target]\npath = "{target}"\n[protocol]\nclaim_check_root = "{store}"\n'
     )
-    assert main(["replay-dead-letters", "--config", str(toml), "--dry-run"]) == 4
+    assert exit_status(["replay-dead-letters", "--config", str(toml), "--dry-run"]) == 4
     assert f"{decision.position}\trefused\tkey 1: the table's structure changed" in capsys.readouterr().out
 
 

@@ -19,11 +19,12 @@ from apply.locator import PathLocator
 from apply.progress import applied_history
 from schema_cache.events import TableName
 from testbed.demo import demo_changefeed
-from testbed.processes import job_environment
+from testbed.processes import job_environment, wheel_task_command
 from tests.support import TEST_SESSION_CONF, assert_table, publish
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.process,
     pytest.mark.one_pair(
         "two job processes per test (a Spark JVM each); the lease's statements are the MERGE and reads every other test "
         "runs on both pairs, and tests/unit/test_lease.py covers its decisions",
@@ -65,10 +66,11 @@ master = "local[1]"
 
 
 def _start(config: Path, log: Path) -> subprocess.Popen:
-    """`ticdc-delta run` in a process group of its own (its Spark JVM included)."""
+    """`ticdc-delta run`, called as a Databricks wheel task calls the entry point (its exit status is what
+    the test reads), in a process group of its own (its Spark JVM included)."""
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "jobs.cli", "run", "--config", str(config)],
+            wheel_task_command(sys.executable, "run", "--config", str(config)),
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -19,7 +19,7 @@ from apply.locator import CatalogLocator, PathLocator
 from apply.table_registry import TableRegistry
 from apply.tombstones import Tombstones
 from jobs.batch_metrics import METRICS_LOGGER
-from jobs.cli import main
+from jobs.cli import exit_status
 from jobs.kafka_source import KafkaSource
 from jobs.pipeline import Pipeline
 from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
@@ -102,12 +102,12 @@ def test_a_drain_records_every_batch_and_status_shows_where_the_consumer_stands(
     publish(kafka, topic, feed.messages)
     toml = _write_config(tmp_path / "job.toml", kafka, topic, group, {"path": target}, run={"batch_max_messages": 25})
 
-    assert main(["status", "--config", toml, "--json"]) == 0
+    assert exit_status(["status", "--config", toml, "--json"]) == 0
     before = json.loads(capsys.readouterr().out)
     assert before["checkpoint"] is None and before["tables"] == [] and before["total_lag"] is None
     assert [p["committed"] for p in before["partitions"]] == [None, None, None]
 
-    assert main(["run", "--config", toml]) == 0
+    assert exit_status(["run", "--config", toml]) == 0
     assert "ticdc-delta: " not in capsys.readouterr().err  # no progress line off a terminal
 
     logged = _metrics_logged(caplog)
@@ -141,7 +141,7 @@ def test_a_drain_records_every_batch_and_status_shows_where_the_consumer_stands(
     assert dict(rows[-1]["offset_lag"]) == last["offset_lag"] and rows[-1]["applied_ts"] == feed.last_ts
     assert spark.sql(f"DESCRIBE HISTORY {metrics}").count() == 1  # buffered: one commit for every batch
 
-    assert main(["status", "--config", toml, "--json"]) == 0
+    assert exit_status(["status", "--config", toml, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["checkpoint"] == rows[-1]["checkpoint"]
     assert {f"{p['topic']}/{p['partition']}": p["committed"] for p in status["partitions"]} == ends
@@ -151,7 +151,7 @@ def test_a_drain_records_every_batch_and_status_shows_where_the_consumer_stands(
         assert entry["exists"] and entry["applied_ts"] == feed.last_ts
         assert entry["version"] == entry["applied_version"] == table_version(spark, target, "shop", entry["table"])
 
-    assert main(["status", "--config", toml]) == 0
+    assert exit_status(["status", "--config", toml]) == 0
     text = capsys.readouterr().out
     assert text.startswith(f"consumer {group}: checkpoint {status['checkpoint']}, saved ")
     assert "\ntotal " in text and text.split("\ntotal ")[1].split("\n")[0].strip() == "0"
@@ -227,7 +227,7 @@ def test_catalog_tables_metrics_and_status(spark, kafka, tmp_path, unique, capsy
         run={"batch_max_messages": 40},
         metrics={"flush_seconds": 0.001},
     )
-    assert main(["run", "--config", toml]) == 0
+    assert exit_status(["run", "--config", toml]) == 0
 
     metrics = f"spark_catalog.{meta}.metrics"
     rows = spark.sql(f"SELECT round, rows_merged FROM {metrics} ORDER BY round").collect()
@@ -235,7 +235,7 @@ def test_catalog_tables_metrics_and_status(spark, kafka, tmp_path, unique, capsy
     # A record waits until the next batch finds it older than flush_seconds (or the run ends).
     assert 1 < spark.sql(f"DESCRIBE HISTORY {metrics}").count() <= len(rows)
 
-    assert main(["status", "--config", toml, "--json"]) == 0
+    assert exit_status(["status", "--config", toml, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["total_lag"] == 0
     (entry,) = status["tables"]

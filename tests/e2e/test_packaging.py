@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import zipfile
@@ -16,7 +17,7 @@ import pytest
 from jobs.paths import cache_dir
 from jobs.session import delta_package
 from testbed.demo import demo_changefeed
-from testbed.processes import short_lived_jvm
+from testbed.processes import short_lived_jvm, wheel_task_command
 from tests.support import assert_table, publish
 from tests.workloads import DEMO_TABLE_DDLS
 
@@ -24,7 +25,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs("the wheel as each support
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT_PACKAGES = {"schema_cache", "apply", "jobs"}
-WHEEL_INPUTS = ("setup.cfg", "pyproject.toml", "README.md", *PRODUCT_PACKAGES)
+WHEEL_INPUTS = ("setup.cfg", "pyproject.toml", "README.md", "LICENSE", *PRODUCT_PACKAGES)
 
 
 def _pip_env() -> dict[str, str]:
@@ -72,6 +73,8 @@ def test_the_wheel_holds_the_product_and_its_entry_point_only(wheel):
     assert top_level == PRODUCT_PACKAGES
     assert not [n for n in names if "testbed" in n or "/tests/" in n or "encoders" in n]
     assert "ticdc-delta = jobs.cli:main" in entry_points
+    assert "jobs/spark_submit.py" in names  # spark-submit's primary resource travels with the wheel
+    assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE") for n in names)
     requirements = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     spark_requirements = [r for r in requirements if r.startswith(("pyspark", "delta-spark"))]
     assert spark_requirements and all('extra == "local"' in r for r in spark_requirements)
@@ -85,6 +88,52 @@ def test_the_installed_wheel_does_not_bring_spark(cluster_python):
     assert "--config" in help_text
 
 
+def _installed_spark_submit_file(python: Path) -> str:
+    """The primary resource the wheel installed, as the README says to find it."""
+    # (run outside the checkout: `python -m` looks in the current folder first)
+    found = subprocess.run([str(python), "-m", "jobs.spark_submit", "--path"], check=True, capture_output=True,
+                           text=True, cwd=python.parent)
+    path = found.stdout.strip()
+    assert path.startswith(str(python.parent.parent)) and path.endswith("jobs/spark_submit.py")  # not the checkout's
+    return path
+
+
+def test_the_wheel_task_call_pattern_ends_the_process_with_each_documented_status(cluster_python, kafka, tmp_path, unique):
+    # Setup: the installed wheel's entry point called as a Databricks python_wheel_task calls it (what it
+    # returns is ignored there: only the process's status counts), in a Python without Spark.
+    # Expect: 0 for --version; 2 for a bad configuration; 6 when no broker answers within the configured
+    # wait; 8 when the job gets past Kafka and finds no pyspark; each ends in one error line, no traceback.
+    # (5, another job holding the lease, is this call pattern's status in tests/e2e/test_job_lease.py.)
+    def status(*parameters: str, config: str = "") -> tuple[int, str]:
+        if config:
+            (tmp_path / "job.toml").write_text(config)
+            parameters = (*parameters, "--config", str(tmp_path / "job.toml"))
+        done = subprocess.run(wheel_task_command(cluster_python, *parameters), capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120)
+        return done.returncode, done.stdout + done.stderr
+
+    code, output = status("--version")
+    assert code == 0 and output.startswith("ticdc-delta 0.1.0")
+
+    code, output = status("run", config='[kafka]\ntopics = ["cdc"]\n[target]\npath = "lake"\n[run]\nmode = "sometimes"\n')
+    assert code == 2 and "run.mode" in output and "Traceback" not in output
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{closed.getsockname()[1]}"
+    code, output = status("run", config=f'[kafka]\nbootstrap_servers = "{nobody}"\ntopics = ["cdc"]\n'
+                                        'unreachable_timeout_seconds = 2\n[target]\npath = "lake"\n')
+    assert code == 6 and f"Kafka at {nobody} unreachable" in output and "Traceback" not in output
+
+    topic = f"wheel-task-{unique}"
+    publish(kafka, topic, demo_changefeed(seed=3, changes=5).messages)
+    code, output = status("run", config=f'[kafka]\nbootstrap_servers = "{kafka.bootstrap_servers}"\n'
+                                        f'topics = ["{topic}"]\n[target]\npath = "lake"\n')
+    assert code == 8 and "pyspark is not installed" in output and "Traceback" not in output
+    assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.process
 @pytest.mark.one_pair(
     "spark-submit's own JVM and Ivy resolution; on the oldest pair (Spark 3.5, what most Databricks LTS runtimes "
     "carry), as the newest runs the same job code in every other end-to-end test",
@@ -112,7 +161,7 @@ def test_spark_submit_runs_the_job_on_the_demo_stream(cluster_python, spark, kaf
         # cached across runs (the example in the README leaves Ivy at its defaults)
         "--conf", f"spark.jars.ivy={cache_dir() / 'ivy' / 'spark-submit'}",
         "--conf", "spark.ui.enabled=false",
-        str(ROOT / "deploy" / "spark-submit" / "main.py"),
+        _installed_spark_submit_file(cluster_python),
         "run", "--config", str(config), "--until-idle",
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}

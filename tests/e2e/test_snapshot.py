@@ -86,7 +86,7 @@ def test_snapshot_then_stream_gives_the_upstream_tables(spark, kafka, tmp_path, 
     flags = ["--bootstrap-servers", kafka.bootstrap_servers, "--topics", topic, "--group-id", group, "--target-path", target]
     no_escapes = [] if escape_backslash else ["--no-escape-backslash"]
 
-    assert cli.main(["snapshot", *flags, "--from", str(tmp_path / "export"), *no_escapes]) == 0
+    assert cli.exit_status(["snapshot", *flags, "--from", str(tmp_path / "export"), *no_escapes]) == 0
     result = run_job(spark, kafka, topic, target, group)
 
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL + ", stock INT")
@@ -102,7 +102,7 @@ def test_snapshot_then_stream_gives_the_upstream_tables(spark, kafka, tmp_path, 
     assert all(h.applied_ts > tso for h in history if h.version > snapshot_version and h.applied_ts is not None)
     versions = {t: len(applied_history(spark, PathLocator(target).sql_name(TableName("shop", t)))) for t in ("items", "all_types")}
 
-    assert cli.main(["snapshot", *flags, "--from", str(tmp_path / "export"), *no_escapes]) == 0
+    assert cli.exit_status(["snapshot", *flags, "--from", str(tmp_path / "export"), *no_escapes]) == 0
 
     assert {t: len(applied_history(spark, PathLocator(target).sql_name(TableName("shop", t)))) for t in versions} == versions
 

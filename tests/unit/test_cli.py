@@ -7,25 +7,25 @@ import logging
 import pytest
 
 from jobs import cli
-from jobs.cli import main
+from jobs.cli import exit_status
 from schema_cache.exceptions import LeaseHeldError, LeaseLostError
 
 
 def test_bad_configuration_exits_2_naming_the_key(caplog, tmp_path):
     caplog.set_level(logging.ERROR)
-    assert main(["run", "--topics", "cdc", "--target-path", str(tmp_path), "--protocol", "maxwell"]) == 2
+    assert exit_status(["run", "--topics", "cdc", "--target-path", str(tmp_path), "--protocol", "maxwell"]) == 2
     assert "protocol.name: 'maxwell' is not allowed; allowed: avro, canal-json, debezium, open-protocol, simple" in caplog.text
 
 
 def test_missing_target_exits_2(caplog):
     caplog.set_level(logging.ERROR)
-    assert main(["run", "--topics", "cdc"]) == 2
+    assert exit_status(["run", "--topics", "cdc"]) == 2
     assert "set exactly one of target.path" in caplog.text
 
 
 def test_missing_config_file_exits_2(caplog, tmp_path):
     caplog.set_level(logging.ERROR)
-    assert main(["run", "--config", str(tmp_path / "nope.toml")]) == 2
+    assert exit_status(["run", "--config", str(tmp_path / "nope.toml")]) == 2
     assert "cannot read config file" in caplog.text
 
 
@@ -36,5 +36,5 @@ def test_another_job_running_the_consumer_exits_5_with_the_reason(caplog, monkey
 
     monkeypatch.setattr(cli, "_command_run", held_elsewhere)
     caplog.set_level(logging.ERROR)
-    assert main(["run", "--topics", "cdc", "--target-path", "/tmp/x"]) == 5
+    assert exit_status(["run", "--topics", "cdc", "--target-path", "/tmp/x"]) == 5
     assert "consumer 'shop' is being run by another job (vm pid 12)" in caplog.text

@@ -74,9 +74,9 @@ def test_json():
 
 
 def test_status_with_a_bad_configuration_exits_2_like_run(caplog, tmp_path):
-    from jobs.cli import main
+    from jobs.cli import exit_status
 
-    assert main(["status", "--topics", "cdc"]) == 2
+    assert exit_status(["status", "--topics", "cdc"]) == 2
     assert "set exactly one of target.path" in caplog.text
-    assert main(["status", "--config", str(tmp_path / "nope.toml")]) == 2
+    assert exit_status(["status", "--config", str(tmp_path / "nope.toml")]) == 2
     assert "cannot read config file" in caplog.text
