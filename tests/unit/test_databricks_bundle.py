@@ -106,3 +106,25 @@ def test_the_cluster_runs_a_supported_runtime_on_one_node(bundle):
             assert SUPPORTED_RUNTIMES.match(_resolve(spec["spark_version"], bundle))
             assert spec["num_workers"] == 0 and spec["spark_conf"]["spark.databricks.cluster.profile"] == "singleNode"
     assert len(_resolve("${var.schedule}", bundle).split()) == 6
+
+
+def test_production_targets_meet_the_clis_production_mode_rules(bundle):
+    # The Databricks CLI (bundle/config/mutator/process_target_mode.go, validateProductionMode) refuses a
+    # `mode: production` target deployed by a user unless it sets workspace.root_path (one copy per target)
+    # and every job runs as an explicit identity (run_as); its templates also grant CAN_MANAGE explicitly.
+    # The CLI itself cannot validate here: it needs the workspace it deploys to.
+    production = {name: target for name, target in bundle["targets"].items() if target.get("mode") == "production"}
+    assert production
+    for name, target in production.items():
+        root = target.get("workspace", {}).get("root_path", "")
+        assert root.startswith("/Workspace/") and "${bundle.target}" in root, name
+        identity = target.get("run_as") or bundle.get("run_as") or {}
+        assert set(identity) & {"user_name", "service_principal_name"}, name
+        permissions = target.get("permissions") or bundle.get("permissions") or []
+        assert any(p.get("level") == "CAN_MANAGE" for p in permissions), name
+
+
+def test_no_automatic_retry_runs_a_configuration_or_credential_error_again(bundle):
+    # Databricks retries a task whatever its exit status; the next scheduled run is the retry.
+    for task in _tasks(bundle):
+        assert task.get("max_retries", 0) == 0
