@@ -147,12 +147,15 @@ class Applier:
                 self._add_run(event)
             elif not isinstance(event, Watermark):
                 raise TypeError(f"unexpected event {event!r}")
-        for table in list(self._pending):
+        pending = list(self._pending)
+        for number, table in enumerate(pending, 1):
             through = watermarks.get(topic_of[table])
             hold = (holds or {}).get(table)
             if through is not None and hold is not None:
                 through = min(through, hold - 1)
+            self._times.working_on(f"{table} ({number} of {len(pending)} tables)")
             self._flush(table, through)
+        self._times.working_on("")
         return self._summary
 
     def _register_new_tables(self, events: Sequence[Event | StagedRun]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 # The phases, in the order a batch goes through them.
@@ -35,9 +35,21 @@ class PhaseTimes:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
         self.counts: dict[str, int] = defaultdict(int)
+        self._watcher: Callable[[str, str], None] | None = None
+        self._subject = ""
+
+    def watch(self, watcher: Callable[[str, str], None]) -> None:
+        """Tell `watcher(phase, subject)` each phase as it begins (the live progress line)."""
+        self._watcher = watcher
+
+    def working_on(self, subject: str) -> None:
+        """What the phases that follow are about (e.g. a table, "3 of 20"); "" when nothing in particular."""
+        self._subject = subject
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        if self._watcher is not None:
+            self._watcher(name, self._subject)
         start = time.perf_counter()
         try:
             yield

@@ -2,7 +2,8 @@
 
 One line on stderr, rewritten in place (carriage return): messages read
 against the end offsets noted at start, rows merged, tables touched, time
-spent. Nothing is written when stderr is not a terminal (a scheduler's log)
+spent, and the phase under way with what it is about ("merging shop.orders
+(3 of 20 tables)"), so a long MERGE does not look like a stall. Nothing is written when stderr is not a terminal (a scheduler's log)
 or the job runs continuously. Log records written to the same stream first
 blank the line, so they never run into it; the next update draws it again.
 """
@@ -19,15 +20,26 @@ from typing import TextIO
 from schema_cache.events import TopicPartition
 
 _INTERVAL = 0.2  # seconds between redraws at most; a terminal need not see every poll
+_QUICK = {"kafka_poll", "decode", "gate", "collapse", "source_build"}
 
 
-def render(read: int, total: int, rows: int, tables: int, seconds: float) -> str:
-    """The progress text (without the carriage return)."""
+# How a phase (apply.metrics.PHASES) reads on the line while it runs.
+_DOING = {
+    "kafka_poll": "reading", "decode": "decoding", "gate": "ordering", "table_state": "reading applied points",
+    "registry": "registering tables", "collapse": "collapsing", "source_build": "preparing", "merge": "merging",
+    "ddl": "applying DDL", "dead_letters": "writing dead letters", "checkpoint": "saving the checkpoint",
+    "kafka_commit": "committing offsets", "metrics": "writing metrics",
+}
+
+
+def render(read: int, total: int, rows: int, tables: int, seconds: float, doing: str = "") -> str:
+    """The progress text (without the carriage return); `doing`: the phase under way, and what about."""
     share = 100.0 if total <= 0 else min(read / total, 1.0) * 100
-    return (
+    text = (
         f"ticdc-delta: {read:,} of {total:,} messages ({share:.0f}%), {rows:,} rows merged, "
         f"{tables:,} table{'' if tables == 1 else 's'}, {seconds:.0f}s"
     )
+    return f"{text}; {doing}" if doing else text
 
 
 def messages_read(
@@ -62,6 +74,7 @@ class ProgressLine:
         self._position: dict[TopicPartition, int] = {}
         self._rows = 0
         self._tables = 0
+        self._doing = ""
         self._handlers: list[logging.Handler] = []
 
     @classmethod
@@ -89,7 +102,18 @@ class ProgressLine:
     def applied(self, rows: int, tables: int) -> None:
         """After a batch: rows merged and tables touched so far in the run."""
         self._rows, self._tables = rows, tables
+        self._doing = ""
         self._draw()
+
+    def doing(self, phase: str, subject: str) -> None:
+        """A phase begins (`apply.metrics.PhaseTimes.watch`): a long one shows what it is working on."""
+        if phase == "kafka_poll":
+            self._doing = ""  # reading shows in the counts
+        else:
+            self._doing = f"{_DOING.get(phase, phase)} {subject}".strip()
+        # Drawn at once before a phase that waits on Spark or Delta (it may last long); the quick
+        # in-memory ones only within the usual interval.
+        self._draw(force=phase not in _QUICK)
 
     def close(self) -> None:
         """Draw the final state and end the line."""
@@ -102,7 +126,7 @@ class ProgressLine:
 
     def _text(self) -> str:
         read, total = messages_read(self._start, self._end, self._position)
-        return render(read, total, self._rows, self._tables, self._clock() - self._began)
+        return render(read, total, self._rows, self._tables, self._clock() - self._began, self._doing)
 
     def _draw(self, force: bool = False) -> None:
         now = self._clock()

@@ -130,6 +130,8 @@ class Pipeline:
         self._saved: tuple | None = None
         self._metrics = metrics or MetricsRecorder(None, config.metrics.flush_seconds)
         self._progress = progress
+        if progress is not None:
+            self._times.watch(progress.doing)
         self._lease = lease  # None: the caller makes sure no other job runs this consumer
         self._run_id = ""
         self._committed: dict[TopicPartition, int] = {}  # offsets saved last (at start: where reading began)

@@ -66,6 +66,9 @@ logger.rdd.name = org.apache.spark.rdd.MapPartitionsRDD
 logger.rdd.level = error
 logger.plans.name = org.apache.spark.util.SparkStringUtils
 logger.plans.level = error
+# (the same logger in Spark 3.5)
+logger.plans35.name = org.apache.spark.sql.catalyst.util.SparkStringUtils
+logger.plans35.level = error
 """
 
 
@@ -159,10 +162,27 @@ def local_conf(
         # G1 gives heap it no longer needs back to the system (periodic collections
         # when idle, a small free ratio), so a long run's footprint stays that of a batch.
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j} {jvm_options}",
+        # Not `spark-warehouse/` in whatever folder the job was started from: a local session's catalog
+        # lives in memory (no Hive), so its managed tables outlive it nowhere else either.
+        "spark.sql.warehouse.dir": str(cache_dir() / "spark-warehouse"),
         **LOCAL_DEFAULTS,
     }
     conf.update(extra or {})
     return conf
+
+
+def _quiet_spark_submit(session: SparkSession) -> None:
+    """Under spark-submit, Spark's own INFO lines (a dozen per Spark job, thousands a run) off.
+
+    spark-submit's default logging is INFO, which buries the product's lines. Left as it is when
+    the user asked for Spark's level (`spark.log.level`) or for the product's DEBUG lines, and on
+    Databricks, whose driver log keeps Spark's lines apart.
+    """
+    if "PYSPARK_GATEWAY_PORT" not in os.environ or "DATABRICKS_RUNTIME_VERSION" in os.environ:
+        return
+    if session.sparkContext.getConf().contains("spark.log.level") or log.isEnabledFor(logging.DEBUG):
+        return
+    session.sparkContext.setLogLevel("WARN")
 
 
 def get_spark(
@@ -181,7 +201,9 @@ def get_spark(
         return active
     if _under_existing_runtime():
         log.info("using the Spark session of the surrounding runtime")
-        return SparkSession.builder.getOrCreate()
+        session = SparkSession.builder.getOrCreate()
+        _quiet_spark_submit(session)
+        return session
     # Python workers run this interpreter, not whichever `python3` is first on PATH
     # (PySpark refuses workers of another minor version); read when the context starts.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

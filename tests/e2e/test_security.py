@@ -39,7 +39,6 @@ pytestmark = [
     ),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
 CUSTOMERS = "id INT, name STRING, balance DECIMAL(12,2), signed_up TIMESTAMP, tier STRING"
 ORDERS = "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING"
 # Distinctive, so that finding one anywhere is a leak and not a coincidence.
@@ -125,7 +124,7 @@ def _run(config: Path, seconds: float = 600) -> tuple[int, str, float]:
     started = time.monotonic()
     job = subprocess.Popen(
         [sys.executable, "-m", "jobs.cli", "--log-level", "DEBUG", "run", "--config", str(config)],
-        cwd=ROOT,
+        cwd=config.parent,  # (a folder of its own: the run must leave no spark-warehouse/ in it)
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its Spark JVM in its group, killed with it if it hangs
@@ -187,6 +186,7 @@ def test_sasl_ssl_and_https_registry_run_leaks_no_secret(spark, secure_kafka, se
 
     assert status == 0, output[-5000:]
     print(f"job over SASL_SSL + https registry: {seconds:.1f}s, {len(output.splitlines())} log lines")
+    assert not (config.parent / "spark-warehouse").exists()  # nothing left in the folder it was started from
     assert len(secure_registry.requests) > requests  # schemas were read over https
     assert "sasl.password" in output  # the effective configuration was logged (redacted) and scanned
     target = tmp_path / "lake"

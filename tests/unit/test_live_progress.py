@@ -138,3 +138,28 @@ def test_the_line_fits_the_terminal(terminal):
     line = ProgressLine(stream, clock=Clock())
     line.start({A: 0}, {A: 100})
     assert read() == "\r" + "ticdc-delta: 0 of 100 messages (0%), 0 rows"[:39]  # 39 characters: no wrap
+
+
+def test_a_phase_under_way_shows_what_it_works_on_until_the_batch_ends(terminal):
+    # Setup: the pipeline's phase timer watched by the line, as the job wires them; a batch merging the
+    # third of twenty tables, then the batch's end.
+    # Expect: the line names the phase and the table as the MERGE begins (not a stalled count), and drops
+    # it once the batch is applied.
+    from apply.metrics import PhaseTimes
+
+    stream, read = terminal
+    clock = Clock()
+    line = ProgressLine(stream, clock=clock)
+    times = PhaseTimes()
+    times.watch(line.doing)
+    line.start({A: 0}, {A: 100})
+    read()
+    times.working_on("shop.orders (3 of 20 tables)")
+    with times.phase("merge"):
+        during = read()
+        assert during.endswith("0 tables, 0s; merging shop.orders (3 of 20 tables)")
+    times.working_on("")
+    clock.now += 1
+    line.applied(rows=10, tables=3)
+    after = "\rticdc-delta: 0 of 100 messages (0%), 10 rows merged, 3 tables, 1s"
+    assert read() == after.ljust(len(during))  # padded over the longer line
