@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import logging
+import os
 import random
 import shutil
 import signal
@@ -141,6 +142,23 @@ def demo_config(bootstrap_servers: str, target: str, *, topic: str = TOPIC, grou
     for name, section in sections.items():
         values[name] = {**values.get(name, {}), **section}
     return config_module.from_mapping(values)
+
+
+def notebook_demo(**sections):
+    """The demo job's configuration as the notebooks see it, and the demo's folder.
+
+    `scripts/demo --serve` keeps its broker up in the cache's `demo/` folder and writes its address there;
+    the `TICDC_DEMO_*` variables point elsewhere (the tests' demo: its own broker, topic and folder).
+    """
+    workdir = Path(os.environ.get("TICDC_DEMO_WORKDIR", cache_dir() / "demo"))
+    address = workdir / "kafka" / "bootstrap.servers"
+    bootstrap = os.environ.get("TICDC_DEMO_BOOTSTRAP_SERVERS") or (
+        address.read_text().strip() if address.exists() else "127.0.0.1:9092"
+    )
+    target = os.environ.get("TICDC_DEMO_TARGET", str(workdir / "delta"))
+    topic = os.environ.get("TICDC_DEMO_TOPIC", TOPIC)
+    group = os.environ.get("TICDC_DEMO_GROUP_ID", GROUP)
+    return demo_config(bootstrap, target, topic=topic, group=group, **sections), workdir
 
 
 def load_demo(

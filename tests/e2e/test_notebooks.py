@@ -18,7 +18,9 @@ import nbformat
 import pytest
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
+from benchmarks.fault_kills import write_config
 from testbed.demo import load_demo
 from testbed.processes import short_lived_jvm
 
@@ -29,6 +31,8 @@ pytestmark = [
 ]
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+# Before each notebook: a clean namespace, in the notebooks' folder, on the demo (not a CONFIG left set).
+RESET = f"%reset -f\nimport os\nos.chdir({str(NOTEBOOKS)!r})\nos.environ.pop('TICDC_DELTA_CONFIG', None)"
 KERNEL = "ticdc-delta-tests"
 
 
@@ -78,9 +82,9 @@ def kernel(demo, jupyter_path):
 
 @pytest.fixture
 def run_notebook(kernel):
-    def run(name: str):
+    def run(name: str, first: str = RESET):
         notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
-        notebook.cells.insert(0, nbformat.v4.new_code_cell("%reset -f"))
+        notebook.cells.insert(0, nbformat.v4.new_code_cell(first))
         client = NotebookClient(
             notebook, km=kernel, timeout=600, resources={"metadata": {"path": str(NOTEBOOKS)}}
         )
@@ -165,3 +169,38 @@ def test_dead_letters_are_made_and_replayed_only_where_safe(run_notebook, demo, 
     assert outcomes == {"applied": 1, "superseded": 2}
     names = {r["id"]: r["name"] for r in spark.table(f"delta.`{target}/shop/customers`").where("id <= 2").collect()}
     assert names[1].startswith("a customer name far longer") and names[2] == "customer 2, again"
+
+
+def test_pointed_at_a_deployment_from_outside_the_checkout_they_only_read(run_notebook, demo, tmp_path):
+    # Setup: the demo job's configuration as a TOML file, as a deployment's would be; the notebooks run
+    # from a folder outside the checkout, with the product as installed (the checkout's stand-ins, testbed,
+    # out of reach), CONFIG given by TICDC_DELTA_CONFIG.
+    # Expect: 01 and 02 run through on that deployment; 03 shows its checkpoint, then stops at its first
+    # write, saying it writes to the demo only; no table got a new version.
+    settings, _ = demo
+    target = Path(settings["TICDC_DEMO_WORKDIR"]) / "delta"
+    config = tmp_path / "job.toml"
+    write_config(config, {
+        "kafka": {"bootstrap_servers": settings["TICDC_DEMO_BOOTSTRAP_SERVERS"], "topics": [settings["TICDC_DEMO_TOPIC"]],
+                  "group_id": settings["TICDC_DEMO_GROUP_ID"]},
+        "target": {"path": str(target)},
+        # (the claim-checked messages 03 publishes are in the topic when the module's notebooks ran before)
+        "protocol": {"claim_check_root": str(Path(settings["TICDC_DEMO_WORKDIR"]) / "claim-check")},
+    })
+    logs_before = sorted(p.name for p in target.rglob("_delta_log/*.json"))
+    away = (
+        "%reset -f\n"
+        "import os, sys\n"
+        f"os.chdir({str(tmp_path)!r})\n"
+        f"sys.path[:] = [p for p in sys.path if p != {str(NOTEBOOKS.parent)!r}]\n"
+        "for module in [m for m in sys.modules if m.split('.')[0] == 'testbed']:\n"
+        "    del sys.modules[module]\n"
+        f"os.environ['TICDC_DELTA_CONFIG'] = {str(config)!r}\n"
+    )
+    explored = run_notebook("01_explore_topic.ipynb", first=away)
+    assert "WATERMARK" in output(explored, "events-per-table")
+    history = run_notebook("02_table_history.ipynb", first=away)
+    assert len(output(history, "history").splitlines()) > 3
+    with pytest.raises(CellExecutionError, match="demo only"):
+        run_notebook("03_checkpoints_and_dead_letters.ipynb", first=away)
+    assert sorted(p.name for p in target.rglob("_delta_log/*.json")) == logs_before
