@@ -10,7 +10,8 @@ over while this one was paused; nothing more was written), 6 Kafka
 unreachable for longer than `kafka.unreachable_timeout_seconds`, 7 Kafka
 (SASL) or the schema registry (HTTP 401) refused the job's credentials (at
 once, no retries; the message names the service, never the secret), 8 the
-runtime lacks Spark (pyspark or delta-spark not installed), 1 anything else.
+runtime cannot run Spark (pyspark or delta-spark not installed; a local Spark
+that does not start: no Java, a jar that cannot be fetched), 1 anything else.
 
 `main` raises SystemExit with the status (every launcher sees it: the console
 script, `python -m`, a Databricks wheel task, spark-submit); `exit_status`
@@ -35,6 +36,7 @@ from schema_cache.exceptions import (
     KafkaUnreachableError,
     LeaseError,
     MaterializerError,
+    SparkStartError,
 )
 
 log = logging.getLogger("ticdc_delta")
@@ -259,6 +261,9 @@ def exit_status(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         log.error("configuration error: %s", err)
         return 2
+    except SparkStartError as err:
+        log.error("%s", err)
+        return 8
     except ModuleNotFoundError as err:
         if (err.name or "").split(".")[0] not in _SPARK_MODULES:
             raise

@@ -12,6 +12,7 @@ import hashlib
 import importlib.metadata
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from jobs.paths import cache_dir
+from schema_cache.exceptions import SparkStartError
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,9 @@ logger.plans.level = error
 # (the same logger in Spark 3.5)
 logger.plans35.name = org.apache.spark.sql.catalyst.util.SparkStringUtils
 logger.plans35.level = error
+# Spark 3.5's Kafka source warns of KAFKA-1894 for every fetch outside an uninterruptible thread.
+logger.kafka1894.name = org.apache.spark.sql.kafka010.consumer.KafkaDataConsumer
+logger.kafka1894.level = error
 """
 
 
@@ -185,6 +190,28 @@ def _quiet_spark_submit(session: SparkSession) -> None:
     session.sparkContext.setLogLevel("WARN")
 
 
+def _start_failure(packages: Sequence[str], err: Exception) -> str:
+    """One line on why a local Spark did not start, and what to do."""
+    if "JAVA_GATEWAY_EXITED" not in str(err):
+        return f"Spark did not start: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+    java_home = os.environ.get("JAVA_HOME")
+    java = Path(java_home) / "bin" / "java" if java_home else shutil.which("java")
+    if java is None or not Path(java).exists():
+        where = f"JAVA_HOME={java_home} has no bin/java" if java_home else "no java on PATH and JAVA_HOME unset"
+        return f"Spark could not start its JVM ({where}): install Java 17 or set JAVA_HOME to one"
+    if not (_ivy_home(packages) / ".complete").exists():
+        kafka = [p for p in packages if "spark-sql-kafka" in p]
+        remedy = (
+            f"; if it is Spark's Kafka source ({kafka[0]}), set {KAFKA_SOURCE_VERSION_ENV} to a release of "
+            "the same Spark line your repository has" if kafka else ""
+        )
+        return (
+            f"Spark's JVM exited while fetching {', '.join(packages)} from Maven Central (its own lines above say "
+            f"which could not be resolved): check the network or proxy settings{remedy}"
+        )
+    return "Spark's JVM exited at start (its own lines above say why): check that Java 17 is installed (JAVA_HOME)"
+
+
 def get_spark(
     master: str = "local[*]",
     conf: Mapping[str, str] | None = None,
@@ -211,7 +238,10 @@ def get_spark(
     for key, value in local_conf(master, conf, packages, jvm_options).items():
         builder = builder.config(key, value)
     log.info("starting local Spark (%s) with %s", master, ", ".join([delta_package(), *packages]))
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except Exception as err:  # noqa: BLE001 - PySparkRuntimeError's class moved between releases
+        raise SparkStartError(_start_failure([delta_package(), *packages], err)) from err
     home = _ivy_home([delta_package(), *packages])
     if (home / "jars").is_dir():
         (home / ".complete").touch()

@@ -120,6 +120,10 @@ class RegistryAuthenticationError(RegistryError, AuthenticationError):
 # --- applying ------------------------------------------------------------------------------
 
 
+class SparkStartError(MaterializerError):
+    """Spark could not be started here: no Java, a jar that cannot be fetched, a JVM that exits."""
+
+
 class ApplyError(MaterializerError):
     """Events could not be applied to a Delta table."""
 

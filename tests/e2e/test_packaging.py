@@ -171,3 +171,26 @@ def test_spark_submit_runs_the_job_on_the_demo_stream(cluster_python, spark, kaf
     assert run.returncode == 0, run.stderr[-4000:]
     for table, ddl in DEMO_TABLE_DDLS.items():
         assert_table(spark, str(target), feed, "shop", table, ddl)
+
+
+@pytest.mark.process
+@pytest.mark.one_pair("how the product reports a Spark that does not start; the same Python on both pairs")
+def test_a_spark_that_cannot_start_ends_in_one_line_naming_the_remedy_and_exit_8(kafka, tmp_path, unique):
+    # Setup: the job from the development environment, in a folder of its own, with Kafka reachable and
+    # JAVA_HOME naming a folder without Java.
+    # Expect: exit 8, one error line naming the cause and the remedy, no Python traceback. (A jar that
+    # cannot be fetched: tests/unit/test_spark_start.py; a real run of it takes 40 s of Ivy.)
+    topic = f"no-spark-{unique}"
+    publish(kafka, topic, demo_changefeed(seed=3, changes=5).messages)
+    (tmp_path / "job.toml").write_text(
+        f'[kafka]\nbootstrap_servers = "{kafka.bootstrap_servers}"\ntopics = ["{topic}"]\n'
+        f'[target]\npath = "{tmp_path / "lake"}"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+    done = subprocess.run([sys.executable, "-m", "jobs.cli", "run", "--config", str(tmp_path / "job.toml")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**env, "PYTHONPATH": str(ROOT), "JAVA_HOME": str(tmp_path / "no-java")})
+    output = done.stdout + done.stderr
+    errors = [line for line in output.splitlines() if " ERROR ticdc_delta: " in line]
+    assert "Traceback" not in output, output[-3000:]
+    assert done.returncode == 8 and len(errors) == 1 and "install Java 17 or set JAVA_HOME" in errors[0], errors

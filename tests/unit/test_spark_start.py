@@ -1,0 +1,41 @@
+"""What the job says when a local Spark does not start (exit 8): which cause, which remedy."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs import session
+
+
+class GatewayExited(Exception):
+    def __str__(self) -> str:
+        return "[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number."
+
+
+def test_a_jar_not_fetched_names_the_coordinates_and_for_the_kafka_source_the_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv("TICDC_DELTA_CACHE", str(tmp_path / "cache"))  # no Ivy resolution completed here
+    (tmp_path / "jdk" / "bin").mkdir(parents=True)
+    (tmp_path / "jdk" / "bin" / "java").touch()
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    packages = ["io.delta:delta-spark_2.12:3.3.2", "org.apache.spark:spark-sql-kafka-0-10_2.12:3.5.9"]
+
+    text = session._start_failure(packages, GatewayExited())
+
+    assert "fetching io.delta:delta-spark_2.12:3.3.2, org.apache.spark:spark-sql-kafka-0-10_2.12:3.5.9" in text
+    assert "set TICDC_DELTA_KAFKA_SOURCE_VERSION" in text and "\n" not in text
+    assert "TICDC_DELTA_KAFKA_SOURCE_VERSION" not in session._start_failure(packages[:1], GatewayExited())
+
+
+@pytest.mark.parametrize("java_home", [None, "/nowhere/jdk"])
+def test_no_java_names_java_home(monkeypatch, java_home):
+    if java_home:
+        monkeypatch.setenv("JAVA_HOME", java_home)
+    else:
+        monkeypatch.delenv("JAVA_HOME", raising=False)
+        monkeypatch.setenv("PATH", "/nonexistent")
+    text = session._start_failure(["io.delta:delta-spark_2.12:3.3.2"], GatewayExited())
+    assert "install Java 17 or set JAVA_HOME" in text
+
+
+def test_another_failure_keeps_its_first_line():
+    assert session._start_failure([], RuntimeError("bad conf\ndetails")) == "Spark did not start: bad conf"
