@@ -4,6 +4,7 @@ installed without Spark, and run by spark-submit against the local broker and th
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -169,6 +170,12 @@ def test_spark_submit_runs_the_job_on_the_demo_stream(cluster_python, spark, kaf
     run = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
 
     assert run.returncode == 0, run.stderr[-4000:]
+    # Readable: Spark's own INFO lines of each Spark job (spark-submit's default level: a dozen per job,
+    # thousands a run) are off once the job has the session; spark-submit's start-up lines are its own.
+    output = run.stdout + run.stderr
+    per_job = re.findall(r"^.* INFO (?:DAGScheduler|TaskSetManager): .*$", output, re.M)
+    assert per_job == [], per_job[:5]
+    assert "effective configuration" in output  # (the product's own lines are there)
     for table, ddl in DEMO_TABLE_DDLS.items():
         assert_table(spark, str(target), feed, "shop", table, ddl)
 
