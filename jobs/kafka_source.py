@@ -140,11 +140,15 @@ class KafkaSource:
             self._mark_unreachable(str(err), since)
             self._raise_if_down_too_long()
             return True
+        self._note_reachable()
+        return False
+
+    def _note_reachable(self) -> None:
+        """A broker answered: an outage (if one was noted) is over."""
         if self._unreachable_since is not None:
             log.info("Kafka at %s reachable again after %.0fs", self._config.bootstrap_servers,
                      time.monotonic() - self._unreachable_since)
             self._unreachable_since = None
-        return False
 
     def _metadata(self):
         """The cluster's metadata; only before partitions are assigned.
@@ -169,10 +173,7 @@ class KafkaSource:
                 elif time.monotonic() - started >= _METADATA_TIMEOUT:
                     raise SourceError(f"cannot reach Kafka at {self._config.bootstrap_servers}: {err}") from err
                 continue
-            if self._unreachable_since is not None:
-                log.info("Kafka at %s reachable after %.0fs", self._config.bootstrap_servers,
-                         time.monotonic() - self._unreachable_since)
-                self._unreachable_since = None
+            self._note_reachable()
             return metadata
 
     def _raise_if_down_too_long(self, *, starting: bool = False) -> None:

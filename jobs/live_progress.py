@@ -3,8 +3,9 @@
 One line on stderr, rewritten in place (carriage return): messages read
 against the end offsets noted at start, rows merged, tables touched, time
 spent, and the phase under way with what it is about ("merging shop.orders
-(3 of 20 tables)"), so a long MERGE does not look like a stall. Nothing is written when stderr is not a terminal (a scheduler's log)
-or the job runs continuously. Log records written to the same stream first
+(3 of 20 tables)"), so a long MERGE does not look like a stall. Nothing is
+written when stderr is not a terminal (a scheduler's log) or the job runs
+continuously. Log records written to the same stream first
 blank the line, so they never run into it; the next update draws it again.
 """
 
