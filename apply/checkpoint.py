@@ -32,7 +32,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from apply.dead_letters import DeadLetterTable
-from apply.internal_tables import ensure_internal_table, vacuum_internal_table
+from apply.internal_tables import append_internal_rows, vacuum_internal_table
 from apply.locator import TableLocator
 from apply.progress import is_missing_table
 from apply.sql_session import SqlSession
@@ -50,7 +50,6 @@ _COLUMNS = (
     ("watermarks", "STRING"),
     ("decoder_state", "BINARY"),
 )
-_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
 
 # Only the product reads this table, and only its newest snapshot, in statements
 # that take seconds (`load`: the newest checkpoint, or the newest saved before a
@@ -160,9 +159,6 @@ class CheckpointStore:
         )
 
     def save(self, checkpoint: Checkpoint) -> None:
-        if not self._created:
-            ensure_internal_table(self._sql, self._locator, _TABLE, _SCHEMA)
-            self._created = True
         row = (
             checkpoint.consumer,
             checkpoint.batch,
@@ -173,17 +169,11 @@ class CheckpointStore:
         )
         # No idempotent-write pair: it makes Delta reconstruct the table's state
         # on every commit (about 0.4 s each), and a save repeated after a crash
-        # only adds an identical row for the same batch.
-        # By column name: tables written by earlier releases have more columns.
-        # One task, so one file: a row spread over the session's default
-        # parallelism also writes an empty file per other task, which Delta
-        # leaves out of the table but on disk (where only a full VACUUM, not
-        # the cleanup's LITE one, would find it).
-        names = ", ".join(name for name, _ in _COLUMNS)
-        with self._sql.view([row], _SCHEMA) as source:
-            self._sql.run(
-                f"INSERT INTO {self._name} ({names}) SELECT /*+ COALESCE(1) */ * FROM {source}", what="save checkpoint"
-            )
+        # only adds an identical row for the same batch. By column name: tables
+        # written by earlier releases have more columns. The first save to a new
+        # target creates the table with its row (one commit, not two).
+        append_internal_rows(self._sql, self._locator, _TABLE, _COLUMNS, [row], exists=self._created, what="save checkpoint")
+        self._created = True
 
     # --- keeping the table bounded ------------------------------------------------------------
 

@@ -33,6 +33,8 @@ def ensure_internal_table(
     `guarded` False: not a write the consumer's lease must allow (the lease's own table).
     """
     name = locator.internal_sql_name(table)
+    if locator.internal_table_exists(sql, table):
+        return name
     locator.prepare_internal(sql)
     extra = "".join(f", '{k}' = '{v}'" for k, v in (properties or {}).items())
     statement = f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING DELTA TBLPROPERTIES ({_PROPERTIES}{extra})"
@@ -51,30 +53,34 @@ def append_internal_rows(
     rows: Sequence[tuple],
     *,
     exists: bool,
+    what: str = "",
 ) -> None:
     """Append `rows` to one of the product's own tables in one commit, creating the table with them if missing.
 
     For tables written besides the data (metrics, the table registry): the
-    first append of a process (`exists` False) tries CREATE TABLE AS SELECT,
-    which also covers a missing table without a commit of its own, and falls
-    back to an INSERT when the table is there; later appends INSERT. Columns
+    first append of a process (`exists` False) to a table not seen to exist
+    tries CREATE TABLE AS SELECT, which also covers a missing table without a
+    commit of its own, and falls back to an INSERT when the table is there
+    (another job made it meanwhile); other appends INSERT. Columns
     are matched by name, so a table with more columns (a later release's)
-    takes the rows.
+    takes the rows. One task writes them, so one file: rows spread over the
+    session's parallelism would also write an empty file per other task,
+    which Delta leaves out of the table but on disk.
     """
     name = locator.internal_sql_name(table)
     schema = ", ".join(f"{quote(column)} {kind}" for column, kind in columns)
     names = ", ".join(quote(column) for column, _ in columns)
-    what = f"append to {name}"
+    what = what or f"append to {name}"
     with sql.view(rows, schema) as source:
-        if not exists:
+        if not exists and not locator.internal_table_exists(sql, table):
             locator.prepare_internal(sql)
             try:
-                sql.run(f"CREATE TABLE {name} USING DELTA TBLPROPERTIES ({_PROPERTIES}) AS SELECT * FROM {source}", what=what)
+                sql.run(f"CREATE TABLE {name} USING DELTA TBLPROPERTIES ({_PROPERTIES}) AS SELECT /*+ COALESCE(1) */ * FROM {source}", what=what)
                 return
             except AnalysisException as err:
                 if error_condition(err) not in _ALREADY_THERE:
                     raise
-        sql.run(f"INSERT INTO {name} ({names}) SELECT * FROM {source}", what=what)
+        sql.run(f"INSERT INTO {name} ({names}) SELECT /*+ COALESCE(1) */ * FROM {source}", what=what)
 
 
 # VACUUM LITE finds the files to delete in the log (no listing of the table's folder, which costs a task

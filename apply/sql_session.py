@@ -181,6 +181,23 @@ class SqlSession:
         if self._write_guard is not None:
             self._write_guard(what)
 
+    def path_exists(self, path: str) -> bool:
+        """Whether `path` exists, asked of its Hadoop file system with this session's settings.
+
+        False where the session gives no JVM access (Spark Connect) or the file system cannot say: the
+        callers then take the slower way that needs no answer.
+        """
+        try:
+            jvm, session = self.spark._jvm, self.spark._jsparkSession
+        except AttributeError:
+            return False
+        try:
+            hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+            return bool(hadoop_path.getFileSystem(session.sessionState().newHadoopConf()).exists(hadoop_path))
+        except Exception as err:  # noqa: BLE001 - the caller's statement reports what is wrong with the path
+            log.debug("could not look for %s: %s", path, err)
+            return False
+
     def sql(self, statement: str):
         """A statement that commits nothing of ours (reads, DDL without tags), run now."""
         with self._lock:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import logging
+import platform
 import signal
 import sys
 import threading
@@ -153,6 +154,8 @@ def _command_run(args: argparse.Namespace) -> int:
     # The Spark engine reads Kafka with Spark's own source: a local session gets its jars too.
     packages = [kafka_source_package()] if config.run.engine == "spark" else []
     spark = get_spark(config.spark.master, config.spark.conf, packages)
+    # What ran, for a support question or a log read later: the runtime is often not the user's to see.
+    log.info("ticdc-delta %s on Python %s, Spark %s", _version(), platform.python_version(), spark.version)
     result = Pipeline.from_config(config, spark, stop=stop).run()
     log.info(
         "done: %d messages, %d rows applied, %d DDL, %d replays skipped, %d dead letters, %d waiting",

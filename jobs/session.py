@@ -47,6 +47,25 @@ _IVY_SETTINGS = """<ivysettings>
 </ivysettings>
 """
 
+# Spark's and its libraries' lines a job run does not need, and the level they are kept at: a local
+# session's logging configuration says so, and under spark-submit the job sets them (`_quiet_spark_submit`).
+_QUIETED_LOGGERS = {
+    "org.apache.parquet": "error",
+    "org.apache.spark.util.Utils": "error",
+    "org.apache.hadoop.util.NativeCodeLoader": "error",
+    # Logged at ERROR for every deletion-vector scan; harmless (Delta falls back).
+    "org.apache.spark.sql.delta.DeltaParquetFileFormat": "off",
+    # MERGE checkpoints its source locally and says so at WARN on every run.
+    "org.apache.spark.rdd.MapPartitionsRDD": "error",
+    # "Truncated the string representation of a plan" (Spark 4's name, then Spark 3.5's)
+    "org.apache.spark.util.SparkStringUtils": "error",
+    "org.apache.spark.sql.catalyst.util.SparkStringUtils": "error",
+    # Spark 3.5's Kafka source warns of KAFKA-1894 for every fetch outside an uninterruptible thread.
+    "org.apache.spark.sql.kafka010.consumer.KafkaDataConsumer": "error",
+    # The Kafka source's admin client lists the consumer settings it does not use, at every start.
+    "org.apache.kafka.clients.admin.AdminClientConfig": "error",
+}
+
 _LOG4J = """rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
@@ -54,27 +73,9 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-logger.parquet.name = org.apache.parquet
-logger.parquet.level = error
-logger.netutil.name = org.apache.spark.util.Utils
-logger.netutil.level = error
-logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
-logger.nativecode.level = error
-# Logged at ERROR for every deletion-vector scan; harmless (Delta falls back).
-logger.dvfilter.name = org.apache.spark.sql.delta.DeltaParquetFileFormat
-logger.dvfilter.level = off
-# MERGE checkpoints its source locally and says so at WARN on every run.
-logger.rdd.name = org.apache.spark.rdd.MapPartitionsRDD
-logger.rdd.level = error
-logger.plans.name = org.apache.spark.util.SparkStringUtils
-logger.plans.level = error
-# (the same logger in Spark 3.5)
-logger.plans35.name = org.apache.spark.sql.catalyst.util.SparkStringUtils
-logger.plans35.level = error
-# Spark 3.5's Kafka source warns of KAFKA-1894 for every fetch outside an uninterruptible thread.
-logger.kafka1894.name = org.apache.spark.sql.kafka010.consumer.KafkaDataConsumer
-logger.kafka1894.level = error
-"""
+""" + "".join(
+    f"logger.quiet{n}.name = {name}\nlogger.quiet{n}.level = {level}\n" for n, (name, level) in enumerate(_QUIETED_LOGGERS.items())
+)
 
 
 LOCAL_JVM_OPTIONS = "-XX:+UseG1GC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20 -XX:G1PeriodicGCInterval=5000"
@@ -83,8 +84,8 @@ LOCAL_JVM_OPTIONS = "-XX:+UseG1GC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20
 KAFKA_SOURCE_VERSION_ENV = "TICDC_DELTA_KAFKA_SOURCE_VERSION"
 
 
-def _versions() -> tuple[str, str, str]:
-    """(Spark's major.minor, its Scala binary version, delta-spark's version) as installed."""
+def _spark_line() -> tuple[str, str]:
+    """(Spark's major.minor, its Scala binary version) as installed."""
     import pyspark
 
     spark_minor = ".".join(pyspark.__version__.split(".")[:2])
@@ -93,7 +94,7 @@ def _versions() -> tuple[str, str, str]:
         (".".join(j.name.removeprefix("scala-library-").split(".")[:2]) for j in jars.glob("scala-library-*.jar")),
         "2.12" if spark_minor.startswith("3.") else "2.13",
     )
-    return spark_minor, scala, importlib.metadata.version("delta-spark")
+    return spark_minor, scala
 
 
 def delta_package() -> str:
@@ -101,7 +102,8 @@ def delta_package() -> str:
 
     Delta 3.x and 4.0 publish one artifact per Scala version; from 4.1 on, one per Spark
     release as well (a Delta release supports several Spark releases)."""
-    spark_minor, scala, delta_version = _versions()
+    spark_minor, scala = _spark_line()
+    delta_version = importlib.metadata.version("delta-spark")
     major, minor = (int(part) for part in delta_version.split(".")[:2])
     if (major, minor) < (4, 1):
         return f"io.delta:delta-spark_{scala}:{delta_version}"
@@ -123,7 +125,7 @@ def kafka_source_package() -> str:
     import pyspark
 
     version = os.environ.get(KAFKA_SOURCE_VERSION_ENV) or pyspark.__version__
-    return f"org.apache.spark:spark-sql-kafka-0-10_{_versions()[1]}:{version}"
+    return f"org.apache.spark:spark-sql-kafka-0-10_{_spark_line()[1]}:{version}"
 
 
 def _ivy_home(packages: Sequence[str]) -> Path:
@@ -188,6 +190,15 @@ def _quiet_spark_submit(session: SparkSession) -> None:
     if session.sparkContext.getConf().contains("spark.log.level") or log.isEnabledFor(logging.DEBUG):
         return
     session.sparkContext.setLogLevel("WARN")
+    # The lines a local session's logging leaves out (KAFKA-1894 once per fetch of the Spark engine's Kafka
+    # source on Spark 3.5, ...): in the driver's JVM, which also runs the tasks in local mode. (A cluster's
+    # executors keep them in their own logs.)
+    try:
+        jvm = session.sparkContext._jvm
+        for name, level in _QUIETED_LOGGERS.items():
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.valueOf(level))
+    except Exception as err:  # noqa: BLE001 - only noise is at stake
+        log.debug("could not quiet Spark's noisy loggers: %s", err)
 
 
 def _start_failure(packages: Sequence[str], err: Exception) -> str:

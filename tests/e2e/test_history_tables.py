@@ -18,7 +18,7 @@ from jobs.status import gather_status
 from schema_cache.events import TableName
 from testbed.changefeed import Changefeed
 from tests.history_model import HISTORY_COLUMNS, HistoryModel, history_workload, random_changes
-from tests.support import job_config, publish, run_job
+from tests.support import SPARK_ENGINE_PAIR, job_config, publish, run_job
 
 pytestmark = [
     pytest.mark.e2e,
@@ -83,6 +83,7 @@ def test_history_chosen_for_a_table_already_applied_begins_with_its_rows(spark, 
     assert tables["shop_history.items"].exists and tables["shop_history.items"].applied_ts == tables["shop.items"].applied_ts
 
 
+@SPARK_ENGINE_PAIR
 def test_the_spark_engine_keeps_the_same_history(spark, kafka, tmp_path):
     # Setup: the DDL workload (`history_workload`), applied by the Spark engine (`run.engine = "spark"`) in one
     # batch (CI time: each costs the Spark engine about six Spark actions), split into runs by the DDL: the
