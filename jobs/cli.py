@@ -1,6 +1,6 @@
 """Command line: `ticdc-delta run` (the job), `ticdc-delta status` (where a consumer
 stands), `ticdc-delta replay-dead-letters` (after fixing their cause), and
-`ticdc-delta demo` from a repository checkout.
+`ticdc-delta demo` from a repository checkout (the installed wheel does not list it).
 
 Exit status: 0 done, 2 bad configuration, 3 bad input under the `fail`
 policy (the message is named), 4 some dead letters were refused by
@@ -11,7 +11,12 @@ unreachable for longer than `kafka.unreachable_timeout_seconds`, 7 Kafka
 (SASL) or the schema registry (HTTP 401) refused the job's credentials (at
 once, no retries; the message names the service, never the secret), 8 the
 runtime cannot run Spark (pyspark or delta-spark not installed; a local Spark
-that does not start: no Java, a jar that cannot be fetched), 1 anything else.
+that does not start: no Java, a jar that cannot be fetched; Spark's JVM
+stopped answering mid-run), 9 the target's storage cannot be used (a folder
+that cannot be created or written, something the job did not create where
+its tables go), 1 anything else. Each ends in one line naming cause and
+remedy (`jobs.failures` for errors the product did not raise itself); the
+trace is logged at DEBUG.
 
 `main` raises SystemExit with the status (every launcher sees it: the console
 script, `python -m`, a Databricks wheel task, spark-submit); `exit_status`
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import importlib.util
 import logging
 import platform
 import signal
@@ -207,15 +213,15 @@ def _command_as_of(args: argparse.Namespace) -> int:
     return print_as_of(config, parse_point(args.commit_ts, args.time), parse_tables(args.tables), as_json=args.json)
 
 
-def _command_demo(args: argparse.Namespace) -> int:
+def _demo_available() -> bool:
     # The demo's broker, stream and stand-in encoders are not part of the
     # installed product: they live in the repository's testbed/ package.
-    try:
-        from testbed.demo import run_demo
-    except ImportError:
-        raise ConfigError(
-            "the demo needs the repository checkout (its testbed/ package); run scripts/demo there"
-        ) from None
+    return importlib.util.find_spec("testbed") is not None
+
+
+def _command_demo(args: argparse.Namespace) -> int:
+    from testbed.demo import run_demo
+
     run_demo(args.workdir)
     return 0
 
@@ -247,8 +253,9 @@ def exit_status(argv: list[str] | None = None) -> int:
     _replay_parser(sub)
     _snapshot_parser(sub)
     _as_of_parser(sub)
-    demo = sub.add_parser("demo", help="local Kafka + sample stream + the job until idle, then print the tables")
-    demo.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
+    if _demo_available():  # (listed only where it runs: a checkout, not the installed wheel)
+        demo = sub.add_parser("demo", help="local Kafka + sample stream + the job until idle, then print the tables")
+        demo.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -290,6 +297,13 @@ def exit_status(argv: list[str] | None = None) -> int:
     except MaterializerError as err:
         log.error("%s", err)
         return 1
+    except Exception as err:  # noqa: BLE001 - Spark's, Delta's, the JVM's: one line, the trace at DEBUG
+        from jobs.failures import explain
+
+        failure = explain(err)
+        log.error("%s", failure.line)
+        log.debug("the trace of that error", exc_info=True)
+        return failure.status
 
 
 if __name__ == "__main__":

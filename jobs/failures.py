@@ -1,0 +1,118 @@
+"""What a failure outside the product's own errors means to the user: one line, and an exit status.
+
+The product's own errors (`schema_cache.exceptions`) already name cause and remedy. What is left comes
+from Spark, Delta, the JVM or the file system, with a trace of a hundred lines whose cause is at the
+end; the command line logs this module's one line instead (the trace at DEBUG).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apply.spark_errors import error_condition
+
+STORAGE = 9  # jobs/cli.py: the target's storage refused or is in the way
+SPARK_GONE = 8  # the runtime lacks Spark, or its JVM did not start or stopped
+OTHER = 1
+
+# Delta's and Spark's conditions for a location the job cannot use as its table's.
+_STORAGE_CONDITIONS = {
+    "DELTA_CANNOT_CREATE_LOG_PATH": "the Delta log folder cannot be created",
+    "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION": "a folder that is not a Delta table is where a table goes",
+    "DELTA_CREATE_TABLE_SCHEMA_MISMATCH": "a Delta table with other columns is where a table goes",
+    "DELTA_PATH_EXISTS": "something is already where a table goes",
+    # (Spark 3.5 with Delta 3.3 for a folder of other files where a path table goes)
+    "TABLE_OR_VIEW_ALREADY_EXISTS": "something the job did not create is where a table goes",
+    "PATH_ALREADY_EXISTS": "something is already where a table goes",
+    "DELTA_TABLE_LOCATION_MISMATCH": "a catalog table of that name points elsewhere",
+    "UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY": "a file where a table goes",
+}
+# Java exceptions (by class name) that say the file system refused.
+_STORAGE_EXCEPTIONS = (
+    "java.nio.file.AccessDeniedException",
+    "org.apache.hadoop.security.AccessControlException",
+    "org.apache.hadoop.fs.ParentNotDirectoryException",
+    "org.apache.hadoop.fs.FileAlreadyExistsException",
+    "java.io.FileNotFoundException",
+)
+_STORAGE_WORDS = ("Permission denied", "Mkdirs failed", "Not a directory", "Read-only file system", "Access Denied")
+_STORAGE_REMEDY = (
+    "check target.path (or target.catalog): the job's user must be able to create and write folders there, and "
+    "nothing the job did not create may sit where its tables go (<root>/<database>/<table>, <root>/_ticdc)"
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    status: int
+    line: str
+
+
+def explain(err: BaseException) -> Failure:
+    """The one line and exit status for an error the product did not raise itself."""
+    gone = _spark_gone(err)
+    if gone is not None:
+        return gone
+    cause = _storage_cause(err)
+    if cause is not None:
+        said = _first_line(err)
+        detail = "" if said.startswith("An error occurred while calling") else f" ({said})"  # (Py4J's, says nothing)
+        return Failure(STORAGE, f"the target's storage cannot be used: {cause}{detail}; {_STORAGE_REMEDY}")
+    return Failure(
+        OTHER,
+        f"unexpected error: {type(err).__name__}: {_first_line(err)} (run with --log-level DEBUG for its trace, and "
+        "report it with that trace if the cause is not clear from it)",
+    )
+
+
+def _spark_gone(err: BaseException) -> Failure | None:
+    try:
+        from py4j.protocol import Py4JError, Py4JJavaError, Py4JNetworkError
+    except ImportError:  # no pyspark: reported before any of this runs
+        return None
+    if isinstance(err, Py4JNetworkError) or (isinstance(err, Py4JError) and not isinstance(err, Py4JJavaError)):
+        return Failure(
+            SPARK_GONE,
+            f"Spark's JVM stopped answering ({_first_line(err)}): it exited or was killed, most often for memory "
+            "(its own lines above say why); give the driver more memory (spark.driver.memory) or smaller batches "
+            "(run.batch_max_messages), then run the job again: it resumes from its last checkpoint",
+        )
+    return None
+
+
+def _storage_cause(err: BaseException) -> str | None:
+    for current in _chain(err):
+        condition = error_condition(current)
+        if condition in _STORAGE_CONDITIONS:
+            return _STORAGE_CONDITIONS[condition]
+        for name, message in _java_causes(getattr(current, "java_exception", None)):
+            if name in _STORAGE_EXCEPTIONS or any(word in message for word in _STORAGE_WORDS):
+                return f"the file system refused ({name.rsplit('.', 1)[-1]}: {message.splitlines()[0] if message else ''})"
+        if any(word in str(current) for word in _STORAGE_WORDS):
+            return "the file system refused"
+    return None
+
+
+def _java_causes(java, depth: int = 12):
+    """(class name, message) of a Java exception and its causes: the file system's is often a few down."""
+    try:
+        while java is not None and depth > 0:
+            yield java.getClass().getName(), java.getMessage() or ""
+            java, depth = java.getCause(), depth - 1
+    except Exception:  # noqa: BLE001 - the JVM may be gone
+        return
+
+
+def _chain(err: BaseException):
+    seen = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    line = text.splitlines()[0] if text else type(err).__name__
+    return line if len(line) <= 300 else line[:297] + "..."
