@@ -75,9 +75,11 @@ class PathLocator:
 
     def internal_table_exists(self, sql, name: str) -> bool:
         # A look at the file system: CREATE TABLE IF NOT EXISTS loads the table's snapshot (about 0.3 s
-        # a statement, each run and each of the product's tables). A folder holding a log that is not
-        # (yet) a table's only makes the caller's next statement on it fail as a missing table would.
-        return sql.path_exists(self.internal_path(name) + "/_delta_log")
+        # a statement, each run and each of the product's tables). Its first commit, or once old commits
+        # are cleaned up the pointer to its log checkpoint: not the log folder alone, which another job
+        # creating the table makes before it commits.
+        log = self.internal_path(name) + "/_delta_log/"
+        return sql.path_exists(log + "00000000000000000000.json") or sql.path_exists(log + "_last_checkpoint")
 
     def _local_path(self, table: TableName) -> str:
         root = _local_dir(self.root)

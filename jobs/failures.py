@@ -33,7 +33,6 @@ _STORAGE_EXCEPTIONS = (
     "org.apache.hadoop.security.AccessControlException",
     "org.apache.hadoop.fs.ParentNotDirectoryException",
     "org.apache.hadoop.fs.FileAlreadyExistsException",
-    "java.io.FileNotFoundException",
 )
 _STORAGE_WORDS = ("Permission denied", "Mkdirs failed", "Not a directory", "Read-only file system", "Access Denied")
 _STORAGE_REMEDY = (

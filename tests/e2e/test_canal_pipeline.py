@@ -56,6 +56,8 @@ def test_canal_stream_into_delta(spark, kafka, tmp_path, unique, compression):
 
 
 def test_canal_ddl_evolution(spark, kafka, tmp_path, unique, engine):
+    """Over 60 s in CI only as `[spark]`: on the oldest side it is the first end-to-end test, which pays for
+    the side's Spark session and broker and the Spark engine's first use (the Kafka source, Python workers)."""
     # DDL carries only its statement: structures come from the rows after each DDL (columns
     # dropped, added, widened); the statement tells renames. Defaults are not carried. DELETEs
     # name their key columns alone (delete-only-output-handle-key-columns), also in a
