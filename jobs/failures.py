@@ -66,10 +66,11 @@ def explain(err: BaseException) -> Failure:
 
 def _spark_gone(err: BaseException) -> Failure | None:
     try:
-        from py4j.protocol import Py4JError, Py4JJavaError, Py4JNetworkError
+        from py4j.protocol import Py4JError, Py4JJavaError
     except ImportError:  # no pyspark: reported before any of this runs
         return None
-    if isinstance(err, Py4JNetworkError) or (isinstance(err, Py4JError) and not isinstance(err, Py4JJavaError)):
+    # Py4J's own errors (its network error among them), not a Java exception it carries back.
+    if isinstance(err, Py4JError) and not isinstance(err, Py4JJavaError):
         return Failure(
             SPARK_GONE,
             f"Spark's JVM stopped answering ({_first_line(err)}): it exited or was killed, most often for memory "
