@@ -12,8 +12,9 @@ functions from outside; the product carries no fault hooks:
 - after_table_commit: right after the `hit`-th target-table MERGE committed (the batch's checkpoint not saved);
 - after_checkpoint: right after the `hit`-th checkpoint was saved, before its Kafka offsets are committed;
 - backfill: writing an added column's default into existing rows (after the ADD COLUMN committed): at its
-  start or `delay` seconds into it;
-- rewrite: `delay` seconds into a table rewrite (a column renamed, dropped or retyped);
+  start or `delay` seconds into it (right after it if it took less);
+- rewrite: `delay` seconds into a table rewrite (a column renamed, dropped or retyped), or right after it if
+  it took less;
 - rename: at the start of, `delay` seconds into, or right after a table rename;
 - stage (the Spark engine, `run.engine = "spark"`): `delay` seconds into the `hit`-th staging write, which
   reads the batch from Kafka and decodes it on the executors as it writes (a kill mid-batch).
@@ -62,8 +63,12 @@ class KillSwitch:
         self._seen += 1
         return self._seen >= self.hit
 
-    def around(self, function, *, moment: str):
-        """Run `function` with a kill at `moment`: "start", "during" (after `delay` s, if still running), "after"."""
+    def around(self, function, *, moment: str, once: bool = False):
+        """Run `function` with a kill at `moment`: "start", "during" (after `delay` s, if still running), "after".
+
+        `once`: the site occurs once in the stream (a DDL), so a kill "during" it that finished sooner than
+        `delay` is made right after it, not at a next occurrence that never comes (how long a rewrite takes
+        varies with the machine: a kill planned 1.2 s into a shorter rewrite was once not made at all)."""
 
         @functools.wraps(function)
         def wrapped(*args, **kwargs):
@@ -84,7 +89,7 @@ class KillSwitch:
                     running[0] = False
                 if timer is not None:
                     timer.cancel()
-            if moment == "after":
+            if moment == "after" or (moment == "during" and once):
                 self.kill()
             return result
 
@@ -132,7 +137,7 @@ def install(switch: KillSwitch) -> None:
     for site, name in (("backfill", "_write_defaults"), ("rewrite", "_rewrite"), ("rename", "rename")):
         original = getattr(writer, name)
         if switch.site == site:
-            setattr(writer, name, switch.around(original, moment=switch.moment))
+            setattr(writer, name, switch.around(original, moment=switch.moment, once=True))
         else:
             setattr(writer, name, _passing(switch, site, original))
 

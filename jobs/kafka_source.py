@@ -81,7 +81,10 @@ class KafkaSource:
         self._commit_answers: list[tuple[KafkaError | None, list[KafkaPartition]]] = []
         self._next: dict[TopicPartition, int] = {}
         self._end: dict[TopicPartition, int] = {}
-        self._unreachable_since: float | None = None  # monotonic time of the first "no broker" report
+        self._unreachable_since: float | None = None  # monotonic time an outage began (a probe confirmed it)
+        # librdkafka's last "no broker" report, not yet confirmed: it also reports one when it drops its
+        # bootstrap connection at start, a moment before the brokers it learned of answer.
+        self._suspected_since: float | None = None
         self._refused: str | None = None  # librdkafka's report of a refused login, if one came
 
     # --- authentication -------------------------------------------------------------------------
@@ -107,7 +110,9 @@ class KafkaSource:
         elif self._refused is not None:
             return  # "all brokers down" after a refused login: not an outage
         elif error.code() in _NO_BROKER:
-            self._mark_unreachable(error.str())
+            log.debug("Kafka: %s", error)
+            if self._suspected_since is None:
+                self._suspected_since = time.monotonic()
         else:
             log.warning("Kafka: %s", error)
 
@@ -126,7 +131,9 @@ class KafkaSource:
         KafkaAuthenticationError at once if a broker refused the job's credentials.
         """
         self._raise_if_refused()
-        return self._unreachable_since is not None and self._in_outage()
+        if self._unreachable_since is None and self._suspected_since is None:
+            return False
+        return self._in_outage(since=self._suspected_since)
 
     def _in_outage(self, since: float | None = None) -> bool:
         """Ask a broker now: True while none answers (raising past the limit), False once one does.
@@ -145,6 +152,7 @@ class KafkaSource:
 
     def _note_reachable(self) -> None:
         """A broker answered: an outage (if one was noted) is over."""
+        self._suspected_since = None
         if self._unreachable_since is not None:
             log.info("Kafka at %s reachable again after %.0fs", self._config.bootstrap_servers,
                      time.monotonic() - self._unreachable_since)
@@ -160,6 +168,7 @@ class KafkaSource:
         (nothing is assigned yet, so nothing is read).
         """
         started = time.monotonic()
+        failures = 0
         while True:
             try:
                 metadata = self._consumer.list_topics(timeout=_METADATA_SLICE)
@@ -167,6 +176,12 @@ class KafkaSource:
                 self._consumer.consume(num_messages=1, timeout=0)  # serves error_cb (and librdkafka's log)
                 self._raise_if_refused(err)
                 error = err.args[0] if err.args else None
+                failures += 1
+                if failures == 1 and isinstance(error, KafkaError) and error.code() in (*_NO_BROKER, KafkaError._TIMED_OUT):
+                    # Not yet an outage: librdkafka drops its bootstrap connection as soon as it learns the
+                    # brokers' ids, and a request in flight on it fails "all brokers down" (seen on a loaded
+                    # machine over SASL_SSL); the next slice, and the outage's clock, start from `started`.
+                    continue
                 if isinstance(error, KafkaError) and error.code() in (*_NO_BROKER, KafkaError._TIMED_OUT):
                     self._mark_unreachable(error.str(), since=started)
                     self._raise_if_down_too_long(starting=True)
@@ -292,7 +307,7 @@ class KafkaSource:
         messages = self._consumer.consume(num_messages=max_messages, timeout=timeout)
         self._raise_if_refused()
         if messages:
-            self._unreachable_since = None
+            self._unreachable_since = self._suspected_since = None
         for message in messages:
             error = message.error()
             if error is not None:
