@@ -6,8 +6,6 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from testbed import class_archive
-
 ROOT = Path(__file__).resolve().parent.parent
 
 # Such a process lives a minute or two: its JVM's optimizing compiler (C2) never pays back its own work.
@@ -18,18 +16,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # stops compiling and a job runs interpreted, several times slower (seen: "CodeCache is full. Compiler has
 # been disabled" in killed jobs' logs). The cache tiered compilation would have avoids that.
 _SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-# Likewise, generating and compiling Java code for each query plan costs such a process more CPU than it saves
-# on the few rows its batches hold (two cold jobs' worth of Spark side by side: 15 -> 12.5 s each); the tests'
-# own session runs the same way (tests/support.py). Read by PySpark when it starts a local Spark.
-_SHORT_LIVED_SPARK = "--conf spark.sql.codegen.wholeStage=false --conf spark.sql.codegen.factoryMode=NO_CODEGEN pyspark-shell"
 
 
-def short_lived_jvm(env: Mapping[str, str], *, archive: bool = True) -> dict[str, str]:
-    """`env` with the JVM options for a process that lives a minute or two (added to any already set).
-
-    `archive`: its JVM maps the classes of `testbed.class_archive` if that was made."""
-    options = " ".join(filter(None, (env.get("JAVA_TOOL_OPTIONS"), _SHORT_LIVED_JVM, archive and class_archive.options())))
-    return {"PYSPARK_SUBMIT_ARGS": _SHORT_LIVED_SPARK, **env, "JAVA_TOOL_OPTIONS": options}
+def short_lived_jvm(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with the JVM option for a process that lives a minute or two (added to any already set)."""
+    options = " ".join(filter(None, (env.get("JAVA_TOOL_OPTIONS"), _SHORT_LIVED_JVM)))
+    return {**env, "JAVA_TOOL_OPTIONS": options}
 
 
 def job_environment() -> dict[str, str]:

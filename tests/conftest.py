@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from testbed import class_archive
 from testbed.spark_packages import use_resolvable_kafka_source
 from tests.support import SPARK_ENGINE_PAIR, TEST_SESSION_CONF, TEST_SESSION_JVM_OPTIONS
 
@@ -208,9 +207,6 @@ def spark(tmp_path_factory, _starting_broker):
         packages=[kafka_source_package()],
         jvm_options=TEST_SESSION_JVM_OPTIONS,
     )
-    # Made once per Spark installation and Java, beside this session's first tests; job processes started
-    # after it is made use it (testbed/class_archive.py).
-    class_archive.start_making()
     yield session
     session.stop()
 
