@@ -29,6 +29,7 @@ import argparse
 import importlib.metadata
 import importlib.util
 import logging
+import os
 import platform
 import signal
 import sys
@@ -259,6 +260,9 @@ def exit_status(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    if args.log_level != "DEBUG":
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_py4j_root_info)
     try:
         return {
             "run": _command_run,
@@ -304,6 +308,12 @@ def exit_status(argv: list[str] | None = None) -> int:
         log.error("%s", failure.line)
         log.debug("the trace of that error", exc_info=True)
         return failure.status
+
+
+def _py4j_root_info(record: logging.LogRecord) -> bool:
+    # Py4J logs a lost JVM connection through the root logger at INFO, with its trace ("Exception while sending
+    # command."): kept at DEBUG only, like its own loggers' lines below WARNING.
+    return record.levelno >= logging.WARNING or f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 if __name__ == "__main__":

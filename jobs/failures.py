@@ -7,7 +7,11 @@ end; the command line logs this module's one line instead (the trace at DEBUG).
 
 from __future__ import annotations
 
+import re
+import sys
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
 
 from apply.spark_errors import error_condition
 
@@ -49,7 +53,7 @@ class Failure:
 
 def explain(err: BaseException) -> Failure:
     """The one line and exit status for an error the product did not raise itself."""
-    gone = _spark_gone(err)
+    gone = _spark_gone(err) or _workers_of_another_python(err)
     if gone is not None:
         return gone
     cause = _storage_cause(err)
@@ -69,15 +73,37 @@ def _spark_gone(err: BaseException) -> Failure | None:
         from py4j.protocol import Py4JError, Py4JJavaError
     except ImportError:  # no pyspark: reported before any of this runs
         return None
-    # Py4J's own errors (its network error among them), not a Java exception it carries back.
-    if isinstance(err, Py4JError) and not isinstance(err, Py4JJavaError):
-        return Failure(
-            SPARK_GONE,
-            f"Spark's JVM stopped answering ({_first_line(err)}): it exited or was killed, most often for memory "
-            "(its own lines above say why); give the driver more memory (spark.driver.memory) or smaller batches "
-            "(run.batch_max_messages), then run the job again: it resumes from its last checkpoint",
-        )
+    for current in _chain(err):
+        # Py4J's own errors (its network error among them), not a Java exception it carries back; or the
+        # socket's refusal when Py4J opens a new connection to a JVM already gone (what surfaces when the job's
+        # clean-up ran Spark statements after the first error).
+        if (isinstance(current, Py4JError) and not isinstance(current, Py4JJavaError)) or (
+            isinstance(current, ConnectionError) and _raised_in_py4j(current)
+        ):
+            return Failure(
+                SPARK_GONE,
+                f"Spark's JVM stopped answering ({_first_line(current)}): it exited or was killed, most often for "
+                "memory (its own lines above say why); give the driver more memory (spark.driver.memory) or smaller "
+                "batches (run.batch_max_messages), then run the job again: it resumes from its last checkpoint",
+            )
     return None
+
+
+def _workers_of_another_python(err: BaseException) -> Failure | None:
+    # PySpark refuses Python workers of another minor version than the driver's; the worker's trace says so.
+    for current in _chain(err):
+        found = re.search(r"\[PYTHON_VERSION_MISMATCH\][^\n]*", str(current))
+        if found:
+            return Failure(
+                SPARK_GONE,
+                f"Spark's Python workers run another Python than the job ({found.group(0)}): set PYSPARK_PYTHON to the "
+                f"job's Python ({sys.executable}) or unset it, where the job is started",
+            )
+    return None
+
+
+def _raised_in_py4j(err: BaseException) -> bool:
+    return any("py4j" in Path(frame.f_code.co_filename).parts for frame, _ in traceback.walk_tb(err.__traceback__))
 
 
 def _storage_cause(err: BaseException) -> str | None:

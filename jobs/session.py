@@ -256,4 +256,13 @@ def get_spark(
     home = _ivy_home([delta_package(), *packages])
     if (home / "jars").is_dir():
         (home / ".complete").touch()
+    _quiet_accumulator_server(session)
     return session
+
+
+def _quiet_accumulator_server(session: SparkSession) -> None:
+    """PySpark's accumulator server (a thread of this process) prints a Python trace to stderr when the local
+    JVM dies mid-run (its socket closes); the job's own one line says what happened, the trace goes to DEBUG."""
+    server = getattr(session.sparkContext, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = lambda request, address: log.debug("PySpark's accumulator server lost the JVM", exc_info=True)

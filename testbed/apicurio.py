@@ -21,7 +21,6 @@ import json
 import logging
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -30,6 +29,7 @@ import zipfile
 from pathlib import Path
 
 from jobs.paths import cache_dir
+from testbed.ports import free_port
 
 log = logging.getLogger(__name__)
 
@@ -106,18 +106,13 @@ def build_registry() -> Path:
     return runner
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 class ApicurioRegistry:
     """One registry process on loopback, its data in memory (gone when it stops)."""
 
     def __init__(self, work_dir: Path | str, port: int | None = None) -> None:
         self.work_dir = Path(work_dir)
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self._process: subprocess.Popen | None = None
 
     @property

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.paths import cache_dir
+from testbed.ports import free_port
 from testbed.tls import Pkcs12Keystore
 
 log = logging.getLogger(__name__)
@@ -108,11 +109,6 @@ def fetch_broker_jars() -> Path:
     return libs
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _port_open(port: int) -> bool:
     with socket.socket() as s:
@@ -153,10 +149,10 @@ class LocalKafka:
 
     def __init__(self, data_dir: Path | str, port: int | None = None, sasl_ssl: SaslSslListener | None = None) -> None:
         self.data_dir = Path(data_dir).resolve()
-        self.port = port or _free_port()
-        self._controller_port = _free_port()
+        self.port = port or free_port()
+        self._controller_port = free_port()
         self._sasl_ssl = sasl_ssl
-        self.sasl_ssl_port = (sasl_ssl.port or _free_port()) if sasl_ssl else None
+        self.sasl_ssl_port = (sasl_ssl.port or free_port()) if sasl_ssl else None
         self._process: subprocess.Popen | None = None
 
     @property

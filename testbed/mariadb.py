@@ -16,13 +16,14 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from testbed.ports import free_port
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +38,6 @@ _DEBEZIUM_GRANTS = "SELECT, RELOAD, SHOW DATABASES, LOCK TABLES, REPLICATION SLA
 class MariaDbSetupError(RuntimeError):
     """The MariaDB server could not be found or started."""
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _program(*names: str) -> str:
@@ -58,7 +54,7 @@ class MariaDb:
     def __init__(self, data_dir: Path | str | None = None, port: int | None = None) -> None:
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="mariadb-")).resolve()
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self._process: subprocess.Popen | None = None
 
     @property

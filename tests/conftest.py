@@ -212,6 +212,34 @@ def spark(tmp_path_factory, _starting_broker):
 
 
 @pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    """The product's wheel, built from setup.cfg."""
+    from tests.installed import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="session")
+def runtime_python(wheel, tmp_path_factory) -> Path:
+    """Python 3.12 as Databricks Runtime 16.x has it beside Spark 3.5, for spark-submit (which brings pyspark):
+    the wheel, and what that runtime also brings: pyarrow and pandas (the Spark engine's Python workers),
+    setuptools (pyspark 3.5's distutils)."""
+    from tests.installed import python_of, virtualenv
+
+    return virtualenv(python_of("3.12"), tmp_path_factory.mktemp("runtime-venv"), str(wheel), "pandas", "pyarrow",
+                      "setuptools")
+
+
+@pytest.fixture(scope="session")
+def runtime_python_with_spark(wheel, tmp_path_factory) -> Path:
+    """Python 3.12 with the wheel and its `local` extra (pyspark and delta-spark at this pair's versions), for
+    job processes of the driver engine on Python 3.12 with Spark 3.5 (on the oldest pair)."""
+    from tests.installed import python_of, virtualenv
+
+    return virtualenv(python_of("3.12"), tmp_path_factory.mktemp("runtime-spark-venv"), f"{wheel}[local]", "setuptools")
+
+
+@pytest.fixture(scope="session")
 def sql(spark):
     """The job's kind of SQL session (a fork of the test session), for tests that drive apply/ directly."""
     from apply.sql_session import SqlSession

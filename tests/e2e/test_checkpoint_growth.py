@@ -148,6 +148,8 @@ def test_the_spark_engines_staging_table_is_compacted_and_vacuumed_by_its_cleanu
     assert properties["delta.deletedFileRetentionDuration"] == "interval 0 seconds"
 
 
+@pytest.mark.one_pair("when the job cleans up (every `checkpoint.cleanup_every` batches) is the product's own logic, the same "
+                      "Python on both pairs; the cleanup's statements run on both pairs in the tests above")
 def test_the_job_cleans_up_its_checkpoints_every_cleanup_every_batches(spark, sql, kafka, tmp_path, unique):
     # Setup: 50 inserts in 10 transactions in one partition, drained in batches of at most 8 messages with
     # checkpoint.keep 2 and checkpoint.cleanup_every 3. One partition: a batch saves a checkpoint only when

@@ -1,18 +1,28 @@
-"""Failures a user causes with the target end in one line naming cause and remedy, and exit status 9.
+"""Failures outside the product's own errors end in one line naming cause and remedy, and a documented status:
+9 for a target that cannot be used, 8 for Spark's JVM gone mid-run.
 
-The command line is called in this process (`jobs.cli.exit_status`, what every launcher runs) on the
-session's Spark; what a process sees of the status is tests/e2e/test_packaging.py's.
+The target's failures call the command line in this process (`jobs.cli.exit_status`, what every launcher
+runs) on the session's Spark; what a process sees of the status is tests/e2e/test_packaging.py's. A JVM that
+dies needs a job process of its own.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from jobs import cli
 from testbed.demo import demo_changefeed
-from tests.support import publish
+from testbed.processes import job_environment
+from tests.support import assert_table, publish, run_job
+from tests.workloads import DEMO_TABLE_DDLS
 
 pytestmark = [
     pytest.mark.e2e,
@@ -20,6 +30,7 @@ pytestmark = [
 ]
 
 STORAGE = 9  # jobs/cli.py: the target's storage cannot be used
+SPARK_GONE = 8  # jobs/cli.py: Spark's JVM did not start or stopped
 
 
 def _run(tmp_path, kafka, unique, target, caplog) -> tuple[int, list[str]]:
@@ -59,3 +70,57 @@ def test_a_folder_the_job_did_not_create_where_a_table_goes_exits_9_in_one_line(
     assert status == STORAGE, errors
     assert len(errors) == 1 and "where a table goes" in errors[0] and "\n" not in errors[0]
     assert (squatter / "export.csv").read_text() == "id,name\n1,someone else's\n"
+
+
+def _java_child(pid: int) -> int | None:
+    """The Java process `pid` started (PySpark's spark-submit execs the local driver's JVM), if any."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            name = stat.read_text().split("(", 1)[1].rsplit(")", 1)[0]
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and name == "java":
+            return int(stat.parent.name)
+    return None
+
+
+@pytest.mark.process
+def test_a_spark_jvm_killed_mid_run_exits_8_in_one_line_and_the_next_run_resumes(spark, kafka, tmp_path, unique):
+    """A job process of its own (a Spark JVM: Py4J's errors are only real where its JVM really dies)."""
+    # Setup: the demo stream in batches of 10 messages; the job as a process; once it has logged its first
+    # round, its Spark JVM (only that, not the Python process) is killed, as the kernel's OOM killer would.
+    # Expect: the job exits 8 with one error line naming the JVM and the remedy (memory, then run again), no
+    # traceback; a run after it takes the lease of the ended process over and the tables equal upstream.
+    feed = demo_changefeed(seed=8, changes=120)
+    topic, group, lake = f"jvm-{unique}", f"g-{unique}", tmp_path / "lake"
+    publish(kafka, topic, feed.messages)
+    config, log = tmp_path / "job.toml", tmp_path / "job.log"
+    config.write_text(
+        f'[kafka]\nbootstrap_servers = "{kafka.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "{group}"\n'
+        f'[target]\npath = "{lake}"\n[run]\nmode = "until-idle"\nbatch_max_messages = 10\n[spark]\nmaster = "local[1]"\n'
+    )
+    with open(log, "wb") as out:
+        job = subprocess.Popen([sys.executable, "-m", "jobs.cli", "run", "--config", str(config)], cwd=tmp_path,
+                               stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=job_environment())
+    try:
+        deadline = time.monotonic() + 240
+        while "round 1 " not in log.read_text() and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        jvm = _java_child(job.pid)
+        assert jvm is not None and job.poll() is None, log.read_text()[-3000:]
+        os.kill(jvm, signal.SIGKILL)
+        status = job.wait(timeout=120)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    output = log.read_text()
+    errors = [line for line in output.splitlines() if " ERROR ticdc_delta: " in line]
+    assert status == SPARK_GONE, output[-3000:]
+    assert len(errors) == 1 and "Spark's JVM stopped answering" in errors[0] and "run the job again" in errors[0], errors
+    assert "Traceback" not in output
+
+    run_job(spark, kafka, topic, str(lake), group)
+
+    for table, ddl in DEMO_TABLE_DDLS.items():
+        assert_table(spark, str(lake), feed, "shop", table, ddl)

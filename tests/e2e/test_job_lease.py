@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,20 +18,20 @@ from apply.locator import PathLocator
 from apply.progress import applied_history
 from schema_cache.events import TableName
 from testbed.demo import demo_changefeed
-from testbed.processes import job_environment, wheel_task_command
+from testbed.processes import short_lived_jvm, wheel_task_command
 from tests.support import TEST_SESSION_CONF, assert_table, publish
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.process,
     pytest.mark.one_pair(
-        "two job processes per test (a Spark JVM each); the lease's statements are the MERGE and reads every other test "
-        "runs on both pairs, and tests/unit/test_lease.py covers its decisions",
+        "three job processes (a Spark JVM each) of Python 3.12 with Spark 3.5 (Databricks Runtime 16.x) on the oldest "
+        "pair; the lease's statements are the MERGE and reads every other test runs on both pairs, and "
+        "tests/unit/test_lease.py covers its decisions",
         pair="oldest",
     ),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
 CUSTOMERS = "id INT, name STRING, balance DECIMAL(12,2), signed_up TIMESTAMP, tier STRING"
 ORDERS = "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING"
 LEASE_HELD = 5  # jobs/cli.py: another job runs this consumer
@@ -65,17 +64,20 @@ master = "local[1]"
     return config
 
 
-def _start(config: Path, log: Path) -> subprocess.Popen:
-    """`ticdc-delta run`, called as a Databricks wheel task calls the entry point (its exit status is what
-    the test reads), in a process group of its own (its Spark JVM included)."""
+def _start(python: Path, config: Path, log: Path) -> subprocess.Popen:
+    """`ticdc-delta run` of the wheel installed in `python`'s virtualenv, called as a Databricks wheel task
+    calls the entry point (its exit status is what the test reads), in a process group of its own (its Spark
+    JVM included), from the configuration's folder (not the checkout, whose packages would shadow the wheel's)."""
+    # (Neither this process's PYTHONPATH nor the Python its Spark's workers run: the job's are its own.)
+    env = short_lived_jvm({k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")})
     with open(log, "ab") as out:
         return subprocess.Popen(
-            wheel_task_command(sys.executable, "run", "--config", str(config)),
-            cwd=ROOT,
+            wheel_task_command(python, "run", "--config", str(config)),
+            cwd=config.parent,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=job_environment(),
+            env=env,
         )
 
 
@@ -117,10 +119,12 @@ def _assert_applied_once(spark, target: Path) -> None:
 
 
 def test_two_jobs_at_once_one_exits_5_and_a_paused_holder_is_taken_over_after_its_lease_expires(
-    spark, kafka, tmp_path, unique
+    spark, kafka, tmp_path, unique, runtime_python_with_spark
 ):
     """One scenario, three job processes (a Spark JVM each; CI time: one process less than two tests): about
     two minutes, most of it the paused holder's lease running out (LEASE_SECONDS) and three JVM starts."""
+    # The jobs are the installed wheel's driver engine on Python 3.12 with this pair's Spark and Delta: on the
+    # oldest pair, Databricks Runtime 16.x's pair (its Spark engine: tests/e2e/test_packaging.py).
     # Setup: the demo stream (two tables, a DDL) in small batches; jobs A and B with the same configuration
     # (consumer group, target) started at the same moment. Once the loser has exited and the winner has
     # saved two checkpoints, the winner's whole process group (Python and Spark's JVM) is stopped with
@@ -137,7 +141,7 @@ def test_two_jobs_at_once_one_exits_5_and_a_paused_holder_is_taken_over_after_it
     config = _config(tmp_path, kafka, topic, group, target)
     logs = {name: tmp_path / f"job-{name}.log" for name in "abc"}
 
-    jobs = {name: _start(config, logs[name]) for name in "ab"}
+    jobs = {name: _start(runtime_python_with_spark, config, logs[name]) for name in "ab"}
     try:
         _wait_for(lambda: any(job.poll() is not None for job in jobs.values()), "one of the two jobs to exit")
         (loser,) = [name for name, job in jobs.items() if job.poll() is not None]
@@ -146,7 +150,7 @@ def test_two_jobs_at_once_one_exits_5_and_a_paused_holder_is_taken_over_after_it
         _wait_for(lambda: _checkpoints_saved(target) >= 2 or jobs[winner].poll() is not None, "the winner's second checkpoint")
         assert jobs[winner].poll() is None, f"the winner finished before it could be paused; see {logs[winner]}"
         os.killpg(jobs[winner].pid, signal.SIGSTOP)
-        jobs["c"] = _start(config, logs["c"])
+        jobs["c"] = _start(runtime_python_with_spark, config, logs["c"])
         _wait_for(lambda: "took it over (epoch 2)" in logs["c"].read_text() or jobs["c"].poll() is not None,
                   "job C's takeover")
     finally:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 import zipfile
@@ -18,73 +16,21 @@ import pytest
 from jobs.paths import cache_dir
 from jobs.session import delta_package, kafka_source_package
 from testbed.demo import demo_changefeed
+from testbed.ports import free_port
 from testbed.processes import short_lived_jvm, wheel_task_command
+from tests.installed import PRODUCT_PACKAGES, virtualenv
 from tests.support import assert_table, publish
 from tests.workloads import DEMO_TABLE_DDLS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs("the wheel as each supported Python builds and installs it")]
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT_PACKAGES = {"schema_cache", "apply", "jobs"}
-WHEEL_INPUTS = ("setup.cfg", "pyproject.toml", "README.md", "LICENSE", *PRODUCT_PACKAGES)
-
-
-def _pip_env() -> dict[str, str]:
-    return {**os.environ, "PIP_CACHE_DIR": str(cache_dir() / "pip"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    # Built from a copy of its inputs, so runs of both supported pairs never share build/.
-    source = tmp_path_factory.mktemp("source")
-    for name in WHEEL_INPUTS:
-        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
-        copy(ROOT / name, source / name, **({"ignore": shutil.ignore_patterns("__pycache__")} if copy is shutil.copytree else {}))
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(source)],
-                   check=True, capture_output=True, env=_pip_env())
-    (built,) = out.glob("ticdc_delta-*.whl")
-    return built
-
-
-def _virtualenv(python: str, folder: Path, *requirements: str) -> Path:
-    """A virtualenv of `python` in `folder` with `requirements`, at the versions the tests run with (so the
-    install needs nothing new), installed by uv (as scripts/setup does: it links from its cache, where pip
-    took about 20 s for pyarrow and pandas)."""
-    uv = str(Path(sys.executable).parent / "uv")
-    env = {**_pip_env(), "UV_CACHE_DIR": str(cache_dir() / "uv")}
-    subprocess.run([uv, "venv", "--quiet", "--python", python, str(folder)], check=True, env=env)
-    pins = folder / "constraints.txt"
-    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
-                            check=True, capture_output=True, text=True).stdout
-    pins.write_text("\n".join(line for line in frozen.splitlines() if not line.startswith(("-e", "setuptools"))))
-    subprocess.run([uv, "pip", "install", "--quiet", "--python", str(folder / "bin" / "python"), "-c", str(pins),
-                    *requirements], check=True, env=env)
-    return folder / "bin" / "python"
 
 
 @pytest.fixture(scope="module")
 def cluster_python(wheel, tmp_path_factory) -> Path:
     """A Python like a cluster's: the wheel and its dependencies, no pyspark (Spark brings its own)."""
-    return _virtualenv(sys.executable, tmp_path_factory.mktemp("cluster-venv"), str(wheel))
-
-
-def _python(version: str) -> str:
-    """Python `version` where scripts/setup finds one: on PATH, else among pyenv's installs."""
-    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    for candidate in [shutil.which(f"python{version}"), *sorted(pyenv.glob(f"{version}.*/bin/python{version}"), reverse=True)]:
-        if candidate and subprocess.run([str(candidate), "-c", f"import sys; assert sys.version.startswith('{version}.')"],
-                                        capture_output=True).returncode == 0:
-            return str(candidate)
-    raise AssertionError(f"Python {version} is needed for the Databricks Runtime 16.x pair (scripts/setup finds it the same way)")
-
-
-@pytest.fixture(scope="module")
-def runtime_python(wheel, tmp_path_factory) -> Path:
-    """Python 3.12 as Databricks Runtime 16.x has it beside Spark 3.5: the wheel, and what that runtime also
-    brings: pyarrow and pandas (the Spark engine's Python workers), setuptools (pyspark 3.5's distutils)."""
-    return _virtualenv(_python("3.12"), tmp_path_factory.mktemp("runtime-venv"), str(wheel), "pandas", "pyarrow",
-                       "setuptools")
+    return virtualenv(sys.executable, tmp_path_factory.mktemp("cluster-venv"), str(wheel))
 
 
 def test_the_wheel_holds_the_product_and_its_entry_point_only(wheel):
@@ -147,9 +93,7 @@ def test_the_wheel_task_call_pattern_ends_the_process_with_each_documented_statu
     code, output = status("run", config='[kafka]\ntopics = ["cdc"]\n[target]\npath = "lake"\n[run]\nmode = "sometimes"\n')
     assert code == 2 and "run.mode" in output and "Traceback" not in output
 
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        nobody = f"127.0.0.1:{closed.getsockname()[1]}"
+    nobody = f"127.0.0.1:{free_port()}"
     code, output = status("run", config=f'[kafka]\nbootstrap_servers = "{nobody}"\ntopics = ["cdc"]\n'
                                         'unreachable_timeout_seconds = 2\n[target]\npath = "lake"\n')
     assert code == 6 and f"Kafka at {nobody} unreachable" in output and "Traceback" not in output
