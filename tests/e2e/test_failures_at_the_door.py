@@ -87,7 +87,8 @@ def _java_child(pid: int) -> int | None:
 
 @pytest.mark.process
 def test_a_spark_jvm_killed_mid_run_exits_8_in_one_line_and_the_next_run_resumes(spark, kafka, tmp_path, unique):
-    """A job process of its own (a Spark JVM: Py4J's errors are only real where its JVM really dies)."""
+    """About 75 s in CI: a job process of its own, whose cold Spark JVM starts under the other side's load (Py4J's
+    errors are only real where a JVM really dies), then a run in this process that applies the stream."""
     # Setup: the demo stream in batches of 10 messages; the job as a process; once it has logged its first
     # round, its Spark JVM (only that, not the Python process) is killed, as the kernel's OOM killer would.
     # Expect: the job exits 8 with one error line naming the JVM and the remedy (memory, then run again), no
