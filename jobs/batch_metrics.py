@@ -87,7 +87,7 @@ class MetricsRecorder:
                 self._table.append(self._waiting)
         except Exception as err:  # noqa: BLE001 - metrics never stop the job; the records are kept
             log.warning("could not append %d batch records to %s (kept for the next try): %s",
-                      len(self._waiting), self._table.sql_name, err)
+                        len(self._waiting), self._table.sql_name, err)
             # Try again after another flush interval, not on every batch; keep a bounded number (every
             # record is also in the log).
             self._oldest = self._clock()

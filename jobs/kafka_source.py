@@ -176,13 +176,14 @@ class KafkaSource:
                 self._consumer.consume(num_messages=1, timeout=0)  # serves error_cb (and librdkafka's log)
                 self._raise_if_refused(err)
                 error = err.args[0] if err.args else None
+                no_broker = isinstance(error, KafkaError) and error.code() in (*_NO_BROKER, KafkaError._TIMED_OUT)
                 failures += 1
-                if failures == 1 and isinstance(error, KafkaError) and error.code() in (*_NO_BROKER, KafkaError._TIMED_OUT):
+                if no_broker and failures == 1:
                     # Not yet an outage: librdkafka drops its bootstrap connection as soon as it learns the
                     # brokers' ids, and a request in flight on it fails "all brokers down" (seen on a loaded
-                    # machine over SASL_SSL); the next slice, and the outage's clock, start from `started`.
+                    # machine over SASL_SSL); the outage's clock, if the next slice fails too, starts at `started`.
                     continue
-                if isinstance(error, KafkaError) and error.code() in (*_NO_BROKER, KafkaError._TIMED_OUT):
+                if no_broker:
                     self._mark_unreachable(error.str(), since=started)
                     self._raise_if_down_too_long(starting=True)
                 elif time.monotonic() - started >= _METADATA_TIMEOUT:

@@ -106,7 +106,6 @@ def build_registry() -> Path:
     return runner
 
 
-
 class ApicurioRegistry:
     """One registry process on loopback, its data in memory (gone when it stops)."""
 

@@ -109,7 +109,6 @@ def fetch_broker_jars() -> Path:
     return libs
 
 
-
 def _port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)

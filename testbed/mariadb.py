@@ -39,7 +39,6 @@ class MariaDbSetupError(RuntimeError):
     """The MariaDB server could not be found or started."""
 
 
-
 def _program(*names: str) -> str:
     for name in names:
         found = shutil.which(name) or (os.path.exists(f"/usr/sbin/{name}") and f"/usr/sbin/{name}")

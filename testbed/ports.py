@@ -4,7 +4,9 @@ Taken below the kernel's ephemeral range, never from it. A client of a stopped s
 its port (librdkafka every few seconds through a broker outage); had that port been an ephemeral one, the
 kernel could hand it to the next listening socket bound to port 0, such as the one PySpark's `collect()`
 opens for its results: the client's bytes then fail PySpark's authentication and the collect fails with
-CANNOT_OPEN_SOCKET (seen once in CI, in a test that ran after the broker-outage tests).
+CANNOT_OPEN_SOCKET. That is what a failure seen once in a clean-clone run looked like (the JVM's "serve-
+DataFrame" thread reporting a failed authentication, then the refused connection, on the side whose broker
+tests stop and restart a broker).
 """
 
 from __future__ import annotations
