@@ -14,9 +14,9 @@ runtime cannot run Spark (pyspark or delta-spark not installed; a local Spark
 that does not start: no Java, a jar that cannot be fetched; Spark's JVM
 stopped answering mid-run; Python workers of another Python version), 9 the
 target's storage cannot be used (a folder that cannot be created or written,
-something the job did not create where its tables go), 1 anything else. Each ends in one line naming cause and
-remedy (`jobs.failures` for errors the product did not raise itself); the
-trace is logged at DEBUG.
+something the job did not create where its tables go), 1 anything else. Each
+ends in one line naming cause and remedy (`jobs.failures` for errors the
+product did not raise itself); the trace is logged at DEBUG.
 
 `main` raises SystemExit with the status (every launcher sees it: the console
 script, `python -m`, a Databricks wheel task, spark-submit); `exit_status`

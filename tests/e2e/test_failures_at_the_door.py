@@ -76,11 +76,10 @@ def _java_child(pid: int) -> int | None:
     """The Java process `pid` started (PySpark's spark-submit execs the local driver's JVM), if any."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            name = stat.read_text().split("(", 1)[1].rsplit(")", 1)[0]
-        except (OSError, IndexError):
+            name, fields = stat.read_text().split("(", 1)[1].rsplit(")", 1)
+        except (OSError, IndexError, ValueError):
             continue
-        if int(fields[1]) == pid and name == "java":
+        if int(fields.split()[1]) == pid and name == "java":
             return int(stat.parent.name)
     return None
 
