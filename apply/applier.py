@@ -30,16 +30,16 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from apply.collapse import NetChange, collapse
-from apply.delta_writer import DeltaWriter
-from apply.history import IS_CURRENT, HistoryChoice, history_schema, history_source
-from apply.identifiers import quote
-from apply.metrics import PhaseTimes
-from apply.progress import AppliedPoint, PendingBackfill
-from apply.staged_run import StagedRun, key_signature
-from apply.table_registry import TableRegistry
-from apply.tombstones import Removal, Tombstones
-from schema_cache.events import (
+from ticdc_delta.apply.collapse import NetChange, collapse
+from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.history import IS_CURRENT, HistoryChoice, history_schema, history_source
+from ticdc_delta.apply.identifiers import quote
+from ticdc_delta.apply.metrics import PhaseTimes
+from ticdc_delta.apply.progress import AppliedPoint, PendingBackfill
+from ticdc_delta.apply.staged_run import StagedRun, key_signature
+from ticdc_delta.apply.table_registry import TableRegistry
+from ticdc_delta.apply.tombstones import Removal, Tombstones
+from ticdc_delta.schema_cache.events import (
     Event,
     Ordering,
     RowChange,
@@ -49,7 +49,7 @@ from schema_cache.events import (
     TableSchema,
     Watermark,
 )
-from schema_cache.exceptions import ApplyError
+from ticdc_delta.schema_cache.exceptions import ApplyError
 
 log = logging.getLogger(__name__)
 

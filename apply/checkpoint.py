@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from apply.dead_letters import DeadLetterTable
-from apply.internal_tables import append_internal_rows, vacuum_internal_table
-from apply.locator import TableLocator
-from apply.progress import is_missing_table
-from apply.sql_session import SqlSession
-from schema_cache.events import TopicPartition
-from schema_cache.exceptions import ConcurrentCommitError, MaterializerError
+from ticdc_delta.apply.dead_letters import DeadLetterTable
+from ticdc_delta.apply.internal_tables import append_internal_rows, vacuum_internal_table
+from ticdc_delta.apply.locator import TableLocator
+from ticdc_delta.apply.progress import is_missing_table
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.schema_cache.events import TopicPartition
+from ticdc_delta.schema_cache.exceptions import ConcurrentCommitError, MaterializerError
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from itertools import pairwise
 from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
-from schema_cache.events import Op, RowChange
+from ticdc_delta.schema_cache.events import Op, RowChange
 
 
 class NetChange(NamedTuple):

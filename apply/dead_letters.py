@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from apply.internal_tables import ensure_internal_table
-from apply.locator import TableLocator
-from apply.progress import is_missing_table
-from apply.sql_session import SqlSession
-from schema_cache.events import Position
-from schema_cache.exceptions import DecodeError
+from ticdc_delta.apply.internal_tables import ensure_internal_table
+from ticdc_delta.apply.locator import TableLocator
+from ticdc_delta.apply.progress import is_missing_table
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.schema_cache.events import Position
+from ticdc_delta.schema_cache.exceptions import DecodeError
 
 _TABLE = "dead_letters"
 _COLUMNS = (

@@ -12,16 +12,16 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from apply import history as history_sql
-from apply.collapse import NetChange
-from apply.evolution import EvolutionPlan, normalized_type, plan
-from apply.identifiers import quote
-from apply.locator import TableLocator
-from apply.metrics import PhaseTimes
-from apply.progress import APP_ID, AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
-from apply.sql_session import SqlSession, spark_version
-from apply.table_features import COMPATIBLE, SETTINGS, TableLayout
-from schema_cache.events import Column, TableName, TableSchema
+from ticdc_delta.apply import history as history_sql
+from ticdc_delta.apply.collapse import NetChange
+from ticdc_delta.apply.evolution import EvolutionPlan, normalized_type, plan
+from ticdc_delta.apply.identifiers import quote
+from ticdc_delta.apply.locator import TableLocator
+from ticdc_delta.apply.metrics import PhaseTimes
+from ticdc_delta.apply.progress import APP_ID, AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
+from ticdc_delta.apply.sql_session import SqlSession, spark_version
+from ticdc_delta.apply.table_features import COMPATIBLE, SETTINGS, TableLayout
+from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
 
 log = logging.getLogger(__name__)
 

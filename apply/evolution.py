@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from schema_cache.events import Column, TableSchema
+from ticdc_delta.schema_cache.events import Column, TableSchema
 
 
 @dataclass(frozen=True)

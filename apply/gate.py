@@ -22,8 +22,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from apply.spill import SpillStore
-from schema_cache.events import Event, Ordering, SchemaChange, TableName, TopicPartition, Watermark
+from ticdc_delta.apply.spill import SpillStore
+from ticdc_delta.schema_cache.events import Event, Ordering, SchemaChange, TableName, TopicPartition, Watermark
 
 log = logging.getLogger(__name__)
 

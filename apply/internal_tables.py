@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 
 from pyspark.errors import AnalysisException
 
-from apply.identifiers import quote
-from apply.locator import TableLocator
-from apply.spark_errors import error_condition
-from apply.sql_session import SqlSession
-from apply.table_features import TableLayout
+from ticdc_delta.apply.identifiers import quote
+from ticdc_delta.apply.locator import TableLocator
+from ticdc_delta.apply.spark_errors import error_condition
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.table_features import TableLayout
 
 _ALREADY_THERE = {"TABLE_OR_VIEW_ALREADY_EXISTS", "TABLE_ALREADY_EXISTS", "DELTA_PATH_EXISTS"}
 # Whatever target.table_features says, the product's own tables need no table feature (never renamed,

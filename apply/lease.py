@@ -58,9 +58,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from apply.lease_store import LeaseRecord, LeaseStore, micros, shown
-from apply.process_identity import process_gone, processes_identity
-from schema_cache.exceptions import ApplyError, LeaseHeldError, LeaseLostError
+from ticdc_delta.apply.lease_store import LeaseRecord, LeaseStore, micros, shown
+from ticdc_delta.apply.process_identity import process_gone, processes_identity
+from ticdc_delta.schema_cache.exceptions import ApplyError, LeaseHeldError, LeaseLostError
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlparse
 
-from apply.identifiers import catalog_name, path_segment, quote, quote_parts
-from schema_cache.events import TableName
-from schema_cache.exceptions import ApplyError
+from ticdc_delta.apply.identifiers import catalog_name, path_segment, quote, quote_parts
+from ticdc_delta.schema_cache.events import TableName
+from ticdc_delta.schema_cache.exceptions import ApplyError
 
 
 class TableLocator(Protocol):

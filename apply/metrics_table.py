@@ -20,10 +20,10 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from apply.internal_tables import append_internal_rows
-from apply.locator import TableLocator
-from apply.sql_session import SqlSession
-from schema_cache.events import TableName, TopicPartition
+from ticdc_delta.apply.internal_tables import append_internal_rows
+from ticdc_delta.apply.locator import TableLocator
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.schema_cache.events import TableName, TopicPartition
 
 TABLE = "metrics"
 COLUMNS = (

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException
 
-from apply.spark_errors import error_condition
-from apply.sql_session import CommitTags, SqlSession
-from schema_cache.events import TopicPartition
-from schema_cache.exceptions import ApplyError
+from ticdc_delta.apply.spark_errors import error_condition
+from ticdc_delta.apply.sql_session import CommitTags, SqlSession
+from ticdc_delta.schema_cache.events import TopicPartition
+from ticdc_delta.schema_cache.exceptions import ApplyError
 
 log = logging.getLogger(__name__)
 

@@ -39,9 +39,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from apply.collapse import NetChange
-from apply.progress import AppliedPoint, TableProgress
-from schema_cache.events import (
+from ticdc_delta.apply.collapse import NetChange
+from ticdc_delta.apply.progress import AppliedPoint, TableProgress
+from ticdc_delta.schema_cache.events import (
     Event,
     Op,
     Ordering,

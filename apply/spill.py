@@ -22,7 +22,7 @@ import sqlite3
 import tempfile
 from collections.abc import Iterator, Sequence
 
-from schema_cache.events import Event, RowChange, SchemaChange, TableSchema, TopicPartition
+from ticdc_delta.schema_cache.events import Event, RowChange, SchemaChange, TableSchema, TopicPartition
 
 _ROW, _SCHEMA_CHANGE = 0, 1
 

@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from apply.spark_errors import error_condition
-from schema_cache.exceptions import ConcurrentCommitError
+from ticdc_delta.apply.spark_errors import error_condition
+from ticdc_delta.schema_cache.exceptions import ConcurrentCommitError
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from schema_cache.events import SchemaChange, TableName, TableSchema, TopicPartition
+from ticdc_delta.schema_cache.events import SchemaChange, TableName, TableSchema, TopicPartition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from apply.staging import StagingTable
+    from ticdc_delta.apply.staging import StagingTable
 
 UPSERTS = ("INSERT", "UPDATE", "UPSERT")
 

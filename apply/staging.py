@@ -33,17 +33,17 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from apply.arrow_types import arrow_type, source_type
-from apply.checkpoint import Retention
-from apply.identifiers import catalog_name
-from apply.internal_tables import ensure_internal_table, vacuum_internal_table
-from apply.locator import TableLocator
-from apply.sql_session import SqlSession
-from apply.staged_run import Release, StagedRun, fold_key_deletes
-from schema_cache.events import Ordering, RawMessage, SchemaChange, TableName, TableSchema, TopicPartition
-from schema_cache.exceptions import ApplyError, ConcurrentCommitError, MaterializerError
-from schema_cache.serialized import dump_event, dump_row, load_event, load_row, schema_ref
-from schema_cache.staged_decoding import MESSAGE, ROW, SCHEMA, STAGED_FIELDS
+from ticdc_delta.apply.arrow_types import arrow_type, source_type
+from ticdc_delta.apply.checkpoint import Retention
+from ticdc_delta.apply.identifiers import catalog_name
+from ticdc_delta.apply.internal_tables import ensure_internal_table, vacuum_internal_table
+from ticdc_delta.apply.locator import TableLocator
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.staged_run import Release, StagedRun, fold_key_deletes
+from ticdc_delta.schema_cache.events import Ordering, RawMessage, SchemaChange, TableName, TableSchema, TopicPartition
+from ticdc_delta.schema_cache.exceptions import ApplyError, ConcurrentCommitError, MaterializerError
+from ticdc_delta.schema_cache.serialized import dump_event, dump_row, load_event, load_row, schema_ref
+from ticdc_delta.schema_cache.staged_decoding import MESSAGE, ROW, SCHEMA, STAGED_FIELDS
 
 log = logging.getLogger(__name__)
 

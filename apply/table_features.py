@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from apply.identifiers import delta_column_name, upstream_column_name
-from schema_cache.events import TableSchema
+from ticdc_delta.apply.identifiers import delta_column_name, upstream_column_name
+from ticdc_delta.schema_cache.events import TableSchema
 
 COMPATIBLE = "compatible"
 FULL = "full"

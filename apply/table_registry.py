@@ -19,11 +19,11 @@ from collections.abc import Iterable
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from apply.internal_tables import append_internal_rows
-from apply.locator import TableLocator
-from apply.progress import is_missing_table
-from apply.sql_session import SqlSession
-from schema_cache.events import TableName
+from ticdc_delta.apply.internal_tables import append_internal_rows
+from ticdc_delta.apply.locator import TableLocator
+from ticdc_delta.apply.progress import is_missing_table
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.schema_cache.events import TableName
 
 _TABLE = "tables"
 _COLUMNS = (("consumer", "STRING"), ("database", "STRING"), ("table", "STRING"), ("registered_at", "TIMESTAMP"))

@@ -16,11 +16,11 @@ from typing import NamedTuple
 
 from pyspark.errors import AnalysisException
 
-from apply.internal_tables import ensure_internal_table
-from apply.locator import TableLocator
-from apply.progress import is_missing_table
-from apply.sql_session import SqlSession
-from schema_cache.events import TableName
+from ticdc_delta.apply.internal_tables import ensure_internal_table
+from ticdc_delta.apply.locator import TableLocator
+from ticdc_delta.apply.progress import is_missing_table
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.schema_cache.events import TableName
 
 _TABLE = "tombstones"
 _COLUMNS = "database STRING, table STRING, removed_ts BIGINT, reason STRING, recorded_at TIMESTAMP, held_through BIGINT"

@@ -52,7 +52,7 @@ import fastavro  # noqa: E402
 import orjson  # noqa: E402
 
 from benchmarks import streams  # noqa: E402
-from schema_cache.events import RawMessage  # noqa: E402
+from ticdc_delta.schema_cache.events import RawMessage  # noqa: E402
 
 ENGINE_PARTITIONS = 4  # an even share per core of the 2-core machine
 SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory", "engines", "snapshot", "history")
@@ -130,9 +130,9 @@ def compare(label: str, ours: Callable[[], Callable], theirs: dict[str, Callable
 
 
 def bench_decode(args) -> None:
-    from schema_cache.simple.avro import MESSAGE_SCHEMA
-    from schema_cache.simple.decoder import SimpleDecoder
-    from schema_cache.simple.options import SimpleOptions
+    from ticdc_delta.schema_cache.simple.avro import MESSAGE_SCHEMA
+    from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
+    from ticdc_delta.schema_cache.simple.options import SimpleOptions
 
     section(f"decode: {args.events:,} row events over {args.keys:,} keys")
     print("  kept: results kept in a list (the pipeline keeps decoded events for its gate; the method of the")
@@ -194,8 +194,8 @@ class Lake:
     """A local broker and a warm Spark session for the end-to-end sections."""
 
     def __init__(self, work: Path, packages: tuple[str, ...] = ()) -> None:
-        from jobs.session import get_spark
         from testbed.local_kafka import LocalKafka
+        from ticdc_delta.jobs.session import get_spark
 
         self.work = work
         self.broker = LocalKafka(work / "kafka")
@@ -211,8 +211,8 @@ class Lake:
         produce(self.broker.bootstrap_servers, topic, ((p, None, v) for p, v in stream.messages))
 
     def run_job(self, topic: str, **run):
-        from jobs import config as config_module
-        from jobs.pipeline import Pipeline
+        from ticdc_delta.jobs import config as config_module
+        from ticdc_delta.jobs.pipeline import Pipeline
 
         self._runs += 1
         config = config_module.from_mapping(
@@ -362,13 +362,13 @@ def bench_handwritten(args, lake: Lake) -> None:
 
 
 def bench_table_size(args, lake: Lake) -> None:
-    from apply.applier import Applier
-    from apply.delta_writer import DeltaWriter
-    from apply.locator import PathLocator
-    from apply.sql_session import SqlSession
-    from apply.tombstones import Tombstones
-    from schema_cache.events import Op, Position, RowChange, TableName
-    from schema_cache.simple.table_schema import parse_table_schema
+    from ticdc_delta.apply.applier import Applier
+    from ticdc_delta.apply.delta_writer import DeltaWriter
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.apply.tombstones import Tombstones
+    from ticdc_delta.schema_cache.events import Op, Position, RowChange, TableName
+    from ticdc_delta.schema_cache.simple.table_schema import parse_table_schema
 
     section("one batch of 10,000 changed keys into a 1M-row vs a 100k-row table")
     spark = lake.spark
@@ -412,14 +412,14 @@ def bench_table_size(args, lake: Lake) -> None:
 
 
 def bench_features(args, lake: Lake) -> None:
-    from apply.collapse import NetChange
-    from apply.delta_writer import DeltaWriter
-    from apply.locator import PathLocator
-    from apply.progress import AppliedPoint
-    from apply.sql_session import SqlSession
-    from apply.table_features import COMPATIBLE, FULL
-    from schema_cache.events import TableName
-    from schema_cache.simple.table_schema import parse_table_schema
+    from ticdc_delta.apply.collapse import NetChange
+    from ticdc_delta.apply.delta_writer import DeltaWriter
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.apply.progress import AppliedPoint
+    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.apply.table_features import COMPATIBLE, FULL
+    from ticdc_delta.schema_cache.events import TableName
+    from ticdc_delta.schema_cache.simple.table_schema import parse_table_schema
 
     spark = lake.spark
     files = args.features_files
@@ -558,7 +558,7 @@ def peak_rss_of_job(
     )
     started = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "jobs.cli", "--log-level", "WARNING", "run", "--config", str(config), "--until-idle"],
+        [sys.executable, "-m", "ticdc_delta.jobs.cli", "--log-level", "WARNING", "run", "--config", str(config), "--until-idle"],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
@@ -602,7 +602,7 @@ def bench_memory(args, lake: Lake) -> None:
 
 
 def bench_engines(args, lake: Lake) -> None:
-    from jobs.session import get_spark, kafka_source_package
+    from ticdc_delta.jobs.session import get_spark, kafka_source_package
 
     events = args.engine_events
     section(f"engines: {events:,} row events over {args.keys * 10:,} keys, {ENGINE_PARTITIONS} partitions, one batch a run")
@@ -635,10 +635,10 @@ def bench_engines(args, lake: Lake) -> None:
 
 def bench_snapshot(args, lake: Lake) -> None:
     """`ticdc-delta snapshot` of a Dumpling export vs Spark's own CSV reader appending the same rows."""
-    from jobs import config as config_module
-    from jobs.snapshot import SnapshotLoader
     from testbed.dumpling import write_export
     from tests.workloads import item, items_feed
+    from ticdc_delta.jobs import config as config_module
+    from ticdc_delta.jobs.snapshot import SnapshotLoader
 
     rows = args.snapshot_rows
     section(f"snapshot: a Dumpling export of {rows:,} rows (files of 50,000), loaded into a new table")
@@ -674,14 +674,14 @@ def bench_snapshot(args, lake: Lake) -> None:
 
 def bench_history(args, lake: Lake) -> None:
     """What a history table adds to a batch: its MERGE of every state, beside the table's of net changes."""
-    from apply.applier import Applier
-    from apply.delta_writer import DeltaWriter
-    from apply.history import HistoryChoice
-    from apply.locator import PathLocator
-    from apply.sql_session import SqlSession
-    from apply.tombstones import Tombstones
-    from schema_cache.events import Op, Position, RowChange, TableName
-    from schema_cache.simple.table_schema import parse_table_schema
+    from ticdc_delta.apply.applier import Applier
+    from ticdc_delta.apply.delta_writer import DeltaWriter
+    from ticdc_delta.apply.history import HistoryChoice
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.apply.tombstones import Tombstones
+    from ticdc_delta.schema_cache.events import Op, Position, RowChange, TableName
+    from ticdc_delta.schema_cache.simple.table_schema import parse_table_schema
 
     size, keys = 100_000, 5_000
     section(f"history: a batch of {2 * keys:,} changes ({keys:,} keys, two commitTs each) into a {size:,}-row table")
@@ -751,8 +751,8 @@ def main() -> int:
     spark_sections = [s for s in only if s != "decode"]
     if not spark_sections:
         return 0
-    from jobs.session import kafka_source_package
     from testbed.spark_packages import use_resolvable_kafka_source
+    from ticdc_delta.jobs.session import kafka_source_package
 
     use_resolvable_kafka_source()
     with tempfile.TemporaryDirectory(prefix="ticdc-bench-") as work:

@@ -29,10 +29,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from schema_cache.events import RawMessage
-from schema_cache.exceptions import DecodeError
 from tests import hostile
 from tests.registry_server import FakeSchemaRegistry
+from ticdc_delta.schema_cache.events import RawMessage
+from ticdc_delta.schema_cache.exceptions import DecodeError
 
 # How often each mutation is picked (where it applies). The cheap byte-level ones dominate so a million
 # messages stay within minutes; structural ones (JSON/Avro re-encoding, 1 MiB fields, 100k-deep nesting)
@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> bool:
     hostile.OVERSIZED_BYTES = args.fuzz_oversized_bytes
     # The decoders log what they skip or park (a DDL without a table, a row waiting for its schema):
     # for hostile input that is thousands of expected lines; the counts below say what happened.
-    quiet = logging.getLogger("schema_cache")
+    quiet = logging.getLogger("ticdc_delta.schema_cache")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     registry = FakeSchemaRegistry()

@@ -42,7 +42,7 @@ PARTITIONS = 6
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from jobs.config import CheckpointConfig
+    from ticdc_delta.jobs.config import CheckpointConfig
 
     defaults = CheckpointConfig()
     group = parser.add_argument_group("growth")
@@ -155,8 +155,8 @@ def bounded(look_: Look, retention, consumers: int) -> list[str]:
 
 
 def _checkpoint(consumer: str, batch: int, state: bytes):
-    from apply.checkpoint import Checkpoint
-    from schema_cache.events import TopicPartition
+    from ticdc_delta.apply.checkpoint import Checkpoint
+    from ticdc_delta.schema_cache.events import TopicPartition
 
     offsets = {TopicPartition("growth", p): batch * 100 + p for p in range(PARTITIONS)}
     watermarks = {tp: batch << 18 for tp in offsets}
@@ -222,10 +222,10 @@ def _report_times(timings: Timings, saves: int) -> None:
 
 
 def run(args: argparse.Namespace) -> bool:
-    from apply.checkpoint import CheckpointStore, Retention
-    from apply.locator import PathLocator
-    from apply.sql_session import SqlSession
-    from jobs.session import get_spark
+    from ticdc_delta.apply.checkpoint import CheckpointStore, Retention
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.jobs.session import get_spark
 
     consumers = [f"growth-{i}" for i in range(1, args.growth_consumers + 1)]
     chosen = {} if args.growth_file_retention_seconds is None else {"file_seconds": args.growth_file_retention_seconds}

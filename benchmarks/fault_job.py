@@ -128,10 +128,10 @@ def _passing(switch: KillSwitch, site: str, function):
 
 
 def install(switch: KillSwitch) -> None:
-    from apply import delta_writer
-    from apply.checkpoint import CheckpointStore
-    from apply.sql_session import SqlSession
-    from jobs.pipeline import Pipeline
+    from ticdc_delta.apply import delta_writer
+    from ticdc_delta.apply.checkpoint import CheckpointStore
+    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.jobs.pipeline import Pipeline
 
     writer = delta_writer.DeltaWriter
     for site, name in (("backfill", "_write_defaults"), ("rewrite", "_rewrite"), ("rename", "rename")):
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     job_args = args.job[1:] if args.job[:1] == ["--"] else args.job
     install(KillSwitch(args.site, args.hit, args.delay, args.moment, args.log))
-    from jobs.cli import exit_status
+    from ticdc_delta.jobs.cli import exit_status
 
     return exit_status(job_args)
 

@@ -212,8 +212,8 @@ def _point_key(user_metadata: str | None) -> str | None:
 
 def versions_per_point(spark, target: Path, feed) -> dict[tuple[str, str], Counter]:
     """Per upstream table, how many Delta versions record each applied point."""
-    from apply.locator import PathLocator
-    from schema_cache.events import TableName
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.schema_cache.events import TableName
 
     out = {}
     for database, table in feed.table_names():
@@ -261,9 +261,9 @@ def history_differences(spark, target: Path, reference: Path) -> list[str]:
 
 def differences(spark, target: Path, feed, baseline: dict | None) -> list[str]:
     """What is wrong with the target against the upstream model (and the uninterrupted run's versions)."""
-    from apply.identifiers import path_segment
-    from apply.locator import PathLocator
-    from schema_cache.events import TableName
+    from ticdc_delta.apply.identifiers import path_segment
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.schema_cache.events import TableName
 
     problems = []
     expected_tables = {(path_segment(d), path_segment(t)) for d, t in feed.table_names()}
@@ -385,7 +385,7 @@ def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, 
         if status != 0:
             return RunOutcome(scene.protocol, kills, [f"the job failed (exit {status}) planned to be killed at {plan}; see {job_log}"], time.monotonic() - started)
         break  # the job finished before the kill point: the stream is applied
-    status = _start_job(["jobs.cli", "run", "--config", str(config)], job_log)
+    status = _start_job(["ticdc_delta.jobs.cli", "run", "--config", str(config)], job_log)
     if status != 0:
         return RunOutcome(scene.protocol, kills, [f"the final run failed (exit {status}); see {job_log}"], time.monotonic() - started)
     target = Path(sections["target"]["path"])
@@ -397,8 +397,8 @@ def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, 
 
 def uninterrupted(spark, sections: dict, scene: Scenario):
     """The workload applied without faults in this process: its target's versions per applied point."""
-    from jobs import config as config_module
-    from jobs.pipeline import Pipeline
+    from ticdc_delta.jobs import config as config_module
+    from ticdc_delta.jobs.pipeline import Pipeline
 
     Pipeline.from_config(config_module.from_mapping(sections), spark).run()
     target = Path(sections["target"]["path"])
@@ -453,9 +453,9 @@ def summary(outcomes: list[RunOutcome]) -> str:
 
 
 def run(args) -> bool:
-    from jobs.session import get_spark
     from testbed.local_kafka import LocalKafka
     from tests.registry_server import FakeSchemaRegistry
+    from ticdc_delta.jobs.session import get_spark
 
     rng = random.Random(args.seed)
     protocols = [p.strip() for p in args.kill_protocols.split(",") if p.strip()]

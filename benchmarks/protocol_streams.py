@@ -19,14 +19,14 @@ import fastavro
 import orjson
 
 from benchmarks import streams
-from schema_cache.events import RawMessage
-from schema_cache.open_protocol.decoder import split_items
 from testbed.changefeed import Changefeed
 from testbed.encoders.canal import CanalJsonWriter
 from testbed.encoders.debezium import DebeziumWriter
 from testbed.encoders.open_protocol import OpenProtocolWriter
 from testbed.encoders.ticdc_avro import TiCDCAvroWriter
 from tests.decoding import avro_decoder, canal_decoder, debezium_decoder, open_decoder
+from ticdc_delta.schema_cache.events import RawMessage
+from ticdc_delta.schema_cache.open_protocol.decoder import split_items
 
 
 def _workload(feed: Changefeed, events: int, keys: int) -> Changefeed:

@@ -12,14 +12,14 @@ import datetime as dt
 import json
 import sys
 
-from apply.as_of import ConsistentRead, commit_ts_at, consistent_read
-from apply.progress import upstream_time
-from apply.sql_session import SqlSession
-from apply.table_registry import TableRegistry
-from jobs.config import Config
-from jobs.pipeline import locator_for
-from schema_cache.events import TableName
-from schema_cache.exceptions import ConfigError
+from ticdc_delta.apply.as_of import ConsistentRead, commit_ts_at, consistent_read
+from ticdc_delta.apply.progress import upstream_time
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.table_registry import TableRegistry
+from ticdc_delta.jobs.config import Config
+from ticdc_delta.jobs.pipeline import locator_for
+from ticdc_delta.schema_cache.events import TableName
+from ticdc_delta.schema_cache.exceptions import ConfigError
 
 
 def parse_point(commit_ts: int | None, time: str | None) -> int:
@@ -59,7 +59,7 @@ def resolve(config: Config, spark, commit_ts: int, tables: list[TableName] | Non
 
 
 def print_as_of(config: Config, commit_ts: int, tables: list[TableName] | None, *, as_json: bool = False) -> int:
-    from jobs.session import get_spark
+    from ticdc_delta.jobs.session import get_spark
 
     read, names = resolve(config, get_spark(config.spark.master, config.spark.conf), commit_ts, tables)
     when = upstream_time(read.commit_ts).isoformat(timespec="milliseconds")

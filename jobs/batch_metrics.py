@@ -17,9 +17,9 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from apply.metrics import PhaseTimes
-from apply.metrics_table import BatchRecord, MetricsTable
-from schema_cache.events import TopicPartition
+from ticdc_delta.apply.metrics import PhaseTimes
+from ticdc_delta.apply.metrics_table import BatchRecord, MetricsTable
+from ticdc_delta.schema_cache.events import TopicPartition
 
 METRICS_LOGGER = "ticdc_delta.metrics"
 metrics_log = logging.getLogger(METRICS_LOGGER)

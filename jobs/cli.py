@@ -36,8 +36,8 @@ import sys
 import threading
 from typing import NoReturn
 
-from jobs import config as config_module
-from schema_cache.exceptions import (
+from ticdc_delta.jobs import config as config_module
+from ticdc_delta.schema_cache.exceptions import (
     AuthenticationError,
     ConfigError,
     DecodeError,
@@ -149,12 +149,12 @@ def _install_stop_handlers(stop: threading.Event) -> None:
 
 
 def _command_run(args: argparse.Namespace) -> int:
-    from jobs.preflight import check_before_start
+    from ticdc_delta.jobs.preflight import check_before_start
 
     config = config_module.load(args.config, _overrides(args))
     check_before_start(config)  # (before anything imports pyspark: Kafka and credentials need no Spark)
-    from jobs.pipeline import Pipeline
-    from jobs.session import get_spark, kafka_source_package
+    from ticdc_delta.jobs.pipeline import Pipeline
+    from ticdc_delta.jobs.session import get_spark, kafka_source_package
 
     stop = threading.Event()
     _install_stop_handlers(stop)
@@ -177,21 +177,21 @@ def _command_run(args: argparse.Namespace) -> int:
 
 
 def _command_status(args: argparse.Namespace) -> int:
-    from jobs.status import print_status
+    from ticdc_delta.jobs.status import print_status
 
     return print_status(config_module.load(args.config, _overrides(args)), as_json=args.json)
 
 
 def _command_replay(args: argparse.Namespace) -> int:
-    from jobs.replay import print_replay
+    from ticdc_delta.jobs.replay import print_replay
 
     return print_replay(config_module.load(args.config, _overrides(args)), dry_run=args.dry_run)
 
 
 def _command_snapshot(args: argparse.Namespace) -> int:
-    from jobs.session import get_spark
-    from jobs.snapshot import ExportFormat, SnapshotLoader
-    from schema_cache.options import require_zone
+    from ticdc_delta.jobs.session import get_spark
+    from ticdc_delta.jobs.snapshot import ExportFormat, SnapshotLoader
+    from ticdc_delta.schema_cache.options import require_zone
 
     config = config_module.load(args.config, _overrides(args))
     require_zone("--time-zone", args.time_zone)
@@ -208,7 +208,7 @@ def _command_snapshot(args: argparse.Namespace) -> int:
 
 
 def _command_as_of(args: argparse.Namespace) -> int:
-    from jobs.as_of import parse_point, parse_tables, print_as_of
+    from ticdc_delta.jobs.as_of import parse_point, parse_tables, print_as_of
 
     config = config_module.load(args.config, _overrides(args))
     return print_as_of(config, parse_point(args.commit_ts, args.time), parse_tables(args.tables), as_json=args.json)
@@ -302,7 +302,7 @@ def exit_status(argv: list[str] | None = None) -> int:
         log.error("%s", err)
         return 1
     except Exception as err:  # noqa: BLE001 - Spark's, Delta's, the JVM's: one line, the trace at DEBUG
-        from jobs.failures import explain
+        from ticdc_delta.jobs.failures import explain
 
         failure = explain(err)
         log.error("%s", failure.line)

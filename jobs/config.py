@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from apply.history import HistoryChoice
-from apply.table_features import COMPATIBLE
-from apply.table_features import SETTINGS as TABLE_FEATURE_SETTINGS
-from schema_cache.exceptions import ConfigError
-from schema_cache.options import ProtocolOptions, require_bool, require_choice, require_positive
-from schema_cache.protocols import protocol_options
-from schema_cache.simple.options import SimpleOptions
-from schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
-from schema_cache.types import TypeOptions
+from ticdc_delta.apply.history import HistoryChoice
+from ticdc_delta.apply.table_features import COMPATIBLE
+from ticdc_delta.apply.table_features import SETTINGS as TABLE_FEATURE_SETTINGS
+from ticdc_delta.schema_cache.exceptions import ConfigError
+from ticdc_delta.schema_cache.options import ProtocolOptions, require_bool, require_choice, require_positive
+from ticdc_delta.schema_cache.protocols import protocol_options
+from ticdc_delta.schema_cache.simple.options import SimpleOptions
+from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
+from ticdc_delta.schema_cache.types import TypeOptions
 
 if sys.version_info >= (3, 11):
     import tomllib

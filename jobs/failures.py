@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from apply.spark_errors import error_condition
+from ticdc_delta.apply.spark_errors import error_condition
 
 STORAGE = 9  # jobs/cli.py: the target's storage refused or is in the way
 SPARK_GONE = 8  # the runtime lacks Spark, or its JVM did not start or stopped

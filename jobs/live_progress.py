@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
-from schema_cache.events import TopicPartition
+from ticdc_delta.schema_cache.events import TopicPartition
 
 _INTERVAL = 0.2  # seconds between redraws at most; a terminal need not see every poll
 _QUICK = {"kafka_poll", "decode", "gate", "collapse", "source_build"}

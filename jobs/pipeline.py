@@ -27,27 +27,27 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from apply.applier import Applier, ApplySummary
-from apply.checkpoint import Checkpoint, CheckpointStore, Retention
-from apply.dead_letters import DeadLetterTable
-from apply.delta_writer import DeltaWriter
-from apply.gate import Gate, gate_for
-from apply.lease import ConsumerLease, committing_processes
-from apply.lease_store import DeltaLeaseStore
-from apply.locator import CatalogLocator, PathLocator, TableLocator
-from apply.metrics import PhaseTimes
-from apply.metrics_table import BatchRecord, MetricsTable
-from apply.sql_session import SqlSession
-from apply.table_registry import TableRegistry
-from apply.tombstones import Tombstones
-from jobs.batch_metrics import MetricsRecorder, commit_ts_lag_ms, offset_lag
-from jobs.config import Config
-from jobs.kafka_source import KafkaSource
-from jobs.live_progress import ProgressLine
-from jobs.runtime import check_session
-from schema_cache.decoder import Decoder
-from schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TopicPartition
-from schema_cache.exceptions import DecodeError
+from ticdc_delta.apply.applier import Applier, ApplySummary
+from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore, Retention
+from ticdc_delta.apply.dead_letters import DeadLetterTable
+from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.gate import Gate, gate_for
+from ticdc_delta.apply.lease import ConsumerLease, committing_processes
+from ticdc_delta.apply.lease_store import DeltaLeaseStore
+from ticdc_delta.apply.locator import CatalogLocator, PathLocator, TableLocator
+from ticdc_delta.apply.metrics import PhaseTimes
+from ticdc_delta.apply.metrics_table import BatchRecord, MetricsTable
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.table_registry import TableRegistry
+from ticdc_delta.apply.tombstones import Tombstones
+from ticdc_delta.jobs.batch_metrics import MetricsRecorder, commit_ts_lag_ms, offset_lag
+from ticdc_delta.jobs.config import Config
+from ticdc_delta.jobs.kafka_source import KafkaSource
+from ticdc_delta.jobs.live_progress import ProgressLine
+from ticdc_delta.jobs.runtime import check_session
+from ticdc_delta.schema_cache.decoder import Decoder
+from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TopicPartition
+from ticdc_delta.schema_cache.exceptions import DecodeError
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +171,8 @@ class Pipeline:
         engine = cls
         extra = {}
         if run.engine == "spark":
-            from apply.staging import StagingTable
-            from jobs.spark_pipeline import SparkPipeline
+            from ticdc_delta.apply.staging import StagingTable
+            from ticdc_delta.jobs.spark_pipeline import SparkPipeline
 
             engine = SparkPipeline
             extra = {"spark": sql.spark, "staging": StagingTable(sql, locator, config.kafka.group_id, decoder.ordering)}

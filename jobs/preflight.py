@@ -10,8 +10,8 @@ configured.
 
 from __future__ import annotations
 
-from jobs.config import Config
-from jobs.kafka_source import KafkaSource
+from ticdc_delta.jobs.config import Config
+from ticdc_delta.jobs.kafka_source import KafkaSource
 
 
 def check_before_start(config: Config) -> None:

@@ -16,17 +16,17 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 
-from apply.checkpoint import Checkpoint, CheckpointStore
-from apply.dead_letters import DeadLetter, DeadLetterTable
-from apply.delta_writer import DeltaWriter
-from apply.replay import REFUSED, Decision, Scan, apply_replay, plan_replay, still_held
-from apply.sql_session import SqlSession
-from jobs.config import Config
-from jobs.pipeline import locator_for
-from jobs.topic_reader import TopicReader
-from schema_cache.decoder import Decoder
-from schema_cache.events import Position, TableName
-from schema_cache.exceptions import DecodeError
+from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore
+from ticdc_delta.apply.dead_letters import DeadLetter, DeadLetterTable
+from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.replay import REFUSED, Decision, Scan, apply_replay, plan_replay, still_held
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.jobs.config import Config
+from ticdc_delta.jobs.pipeline import locator_for
+from ticdc_delta.jobs.topic_reader import TopicReader
+from ticdc_delta.schema_cache.decoder import Decoder
+from ticdc_delta.schema_cache.events import Position, TableName
+from ticdc_delta.schema_cache.exceptions import DecodeError
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ def _complete_through(latest: Checkpoint | None, topics: set[str]) -> dict[str, 
 
 def print_replay(config: Config, *, dry_run: bool = False) -> int:
     """Replay with the session the job would use; print one line per dead letter; the exit status."""
-    from jobs.session import get_spark
+    from ticdc_delta.jobs.session import get_spark
 
     spark = get_spark(config.spark.master, config.spark.conf)
     report = replay_dead_letters(config, spark, dry_run=dry_run)

@@ -23,21 +23,21 @@ from pathlib import PurePosixPath
 
 from pyspark.sql import functions as F
 
-from apply.arrow_types import source_type
-from apply.delta_writer import DeltaWriter
-from apply.metrics import PhaseTimes
-from apply.progress import AppliedPoint, applied_history
-from apply.sql_session import SqlSession
-from apply.table_registry import TableRegistry
-from jobs.config import Config
-from jobs.pipeline import locator_for
-from jobs.snapshot_rows import RowSpec, typed_batches
-from schema_cache.codec import RowCodec, ValueContext
-from schema_cache.dumpling.create_table import parse_create_table
-from schema_cache.dumpling.layout import ExportTable, export_tables, snapshot_tso
-from schema_cache.dumpling.values import CsvDialect, csv_records, sql_columns
-from schema_cache.events import Ordering, TableName
-from schema_cache.exceptions import ConfigError, InvalidMessage, MaterializerError
+from ticdc_delta.apply.arrow_types import source_type
+from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.metrics import PhaseTimes
+from ticdc_delta.apply.progress import AppliedPoint, applied_history
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.table_registry import TableRegistry
+from ticdc_delta.jobs.config import Config
+from ticdc_delta.jobs.pipeline import locator_for
+from ticdc_delta.jobs.snapshot_rows import RowSpec, typed_batches
+from ticdc_delta.schema_cache.codec import RowCodec, ValueContext
+from ticdc_delta.schema_cache.dumpling.create_table import parse_create_table
+from ticdc_delta.schema_cache.dumpling.layout import ExportTable, export_tables, snapshot_tso
+from ticdc_delta.schema_cache.dumpling.values import CsvDialect, csv_records, sql_columns
+from ticdc_delta.schema_cache.events import Ordering, TableName
+from ticdc_delta.schema_cache.exceptions import ConfigError, InvalidMessage, MaterializerError
 
 log = logging.getLogger(__name__)
 

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException
 
-from apply.checkpoint import CheckpointStore
-from apply.progress import applied_history, is_missing_table, upstream_time
-from apply.sql_session import SqlSession
-from apply.table_registry import TableRegistry
-from apply.tombstones import Tombstones
-from jobs.config import Config
-from jobs.kafka_source import KafkaSource
-from jobs.pipeline import locator_for
+from ticdc_delta.apply.checkpoint import CheckpointStore
+from ticdc_delta.apply.progress import applied_history, is_missing_table, upstream_time
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.table_registry import TableRegistry
+from ticdc_delta.apply.tombstones import Tombstones
+from ticdc_delta.jobs.config import Config
+from ticdc_delta.jobs.kafka_source import KafkaSource
+from ticdc_delta.jobs.pipeline import locator_for
 
 # The history read per table: the applied marker is on one of its newest commits.
 _HISTORY_DEPTH = 200
@@ -208,7 +208,7 @@ def render(report: StatusReport) -> str:
 
 def print_status(config: Config, *, as_json: bool = False) -> int:
     """`ticdc-delta status`: gather and print; exit status 0."""
-    from jobs.session import get_spark
+    from ticdc_delta.jobs.session import get_spark
 
     report = gather_status(config, get_spark(config.spark.master, config.spark.conf))
     sys.stdout.write(json.dumps(to_json(report), indent=2) + "\n" if as_json else render(report))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from schema_cache.events import TableName
+from ticdc_delta.schema_cache.events import TableName
 
 # A name starts where no other name character or backquote stands before it, and is at most 64
 # characters long (MySQL's identifier limit; a quoted one counts a doubled backquote once). Without

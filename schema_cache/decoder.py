@@ -9,9 +9,9 @@ import struct
 from collections.abc import Callable
 from typing import Protocol
 
-from schema_cache.events import Event, Ordering, RawMessage, TableSchema
-from schema_cache.exceptions import DecodeError, InvalidMessage
-from schema_cache.parking import ParkedMessage
+from ticdc_delta.schema_cache.events import Event, Ordering, RawMessage, TableSchema
+from ticdc_delta.schema_cache.exceptions import DecodeError, InvalidMessage
+from ticdc_delta.schema_cache.parking import ParkedMessage
 
 
 class Decoder(Protocol):

@@ -12,7 +12,7 @@ partition and offset and keeping the raw bytes.
 
 from __future__ import annotations
 
-from schema_cache.events import Position, RawMessage
+from ticdc_delta.schema_cache.events import Position, RawMessage
 
 
 class MaterializerError(Exception):

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from schema_cache.events import Ordering
-from schema_cache.exceptions import ConfigError
+from ticdc_delta.schema_cache.events import Ordering
+from ticdc_delta.schema_cache.exceptions import ConfigError
 
 if TYPE_CHECKING:
-    from schema_cache.decoder import Decoder
-    from schema_cache.large_messages import LargeMessages
-    from schema_cache.types import TypeOptions
+    from ticdc_delta.schema_cache.decoder import Decoder
+    from ticdc_delta.schema_cache.large_messages import LargeMessages
+    from ticdc_delta.schema_cache.types import TypeOptions
 
 SECTION = "protocol"
 
@@ -109,7 +109,7 @@ class LargeMessageOptions:
     claim_check_raw_value: bool = False
 
     def _check_large_messages(self) -> None:
-        from schema_cache.large_messages import COMPRESSIONS
+        from ticdc_delta.schema_cache.large_messages import COMPRESSIONS
 
         require_choice(option_key("large_message_compression"), self.large_message_compression, COMPRESSIONS)
         require_bool(option_key("claim_check_raw_value"), self.claim_check_raw_value)
@@ -117,7 +117,7 @@ class LargeMessageOptions:
             raise ConfigError(f"{option_key('claim_check_root')}: must be a path or URL string, got {self.claim_check_root!r}")
 
     def large_messages(self) -> LargeMessages:
-        from schema_cache.large_messages import ClaimCheck, LargeMessages
+        from ticdc_delta.schema_cache.large_messages import ClaimCheck, LargeMessages
 
         claim_check = ClaimCheck(self.claim_check_root, self.claim_check_raw_value) if self.claim_check_root else None
         return LargeMessages(self.large_message_compression, claim_check)

@@ -11,18 +11,18 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from schema_cache.decoder import Decoder
-from schema_cache.exceptions import ConfigError
-from schema_cache.options import ProtocolOptions, option_key
-from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
+from ticdc_delta.schema_cache.decoder import Decoder
+from ticdc_delta.schema_cache.exceptions import ConfigError
+from ticdc_delta.schema_cache.options import ProtocolOptions, option_key
+from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 # protocol name -> "module:OptionsClass"
 _OPTIONS = {
-    "simple": "schema_cache.simple.options:SimpleOptions",
-    "avro": "schema_cache.ticdc_avro.options:AvroOptions",
-    "debezium": "schema_cache.debezium.options:DebeziumOptions",
-    "canal-json": "schema_cache.canal.options:CanalJsonOptions",
-    "open-protocol": "schema_cache.open_protocol.options:OpenProtocolOptions",
+    "simple": "ticdc_delta.schema_cache.simple.options:SimpleOptions",
+    "avro": "ticdc_delta.schema_cache.ticdc_avro.options:AvroOptions",
+    "debezium": "ticdc_delta.schema_cache.debezium.options:DebeziumOptions",
+    "canal-json": "ticdc_delta.schema_cache.canal.options:CanalJsonOptions",
+    "open-protocol": "ticdc_delta.schema_cache.open_protocol.options:OpenProtocolOptions",
 }
 NAMES = tuple(sorted(_OPTIONS))
 

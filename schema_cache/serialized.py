@@ -13,7 +13,7 @@ import hashlib
 import io
 import pickle
 
-from schema_cache.events import SchemaChange, TableSchema
+from ticdc_delta.schema_cache.events import SchemaChange, TableSchema
 
 _VALUE_CLASSES = {
     ("decimal", "Decimal"),
@@ -23,8 +23,12 @@ _VALUE_CLASSES = {
     ("datetime", "timedelta"),
     ("datetime", "timezone"),
 }
+_EVENTS_MODULE = "ticdc_delta.schema_cache.events"
+# Events staged before the packages moved under `ticdc_delta` name their classes by the old module: a
+# Spark engine's staging table written by an earlier release still loads.
+_FORMER_EVENTS_MODULE = "schema_cache.events"
 _EVENT_CLASSES = _VALUE_CLASSES | {
-    ("schema_cache.events", name)
+    (_EVENTS_MODULE, name)
     for name in ("TableName", "Column", "TableSchema", "SchemaChange", "SchemaChangeKind", "Position")
 }
 _PROTOCOL = 5
@@ -36,6 +40,8 @@ class _Allowlisted(pickle.Unpickler):
         self._allowed = allowed
 
     def find_class(self, module: str, name: str):
+        if module == _FORMER_EVENTS_MODULE:
+            module = _EVENTS_MODULE
         if (module, name) not in self._allowed:
             raise pickle.UnpicklingError(f"staged data names {module}.{name}, which no decoder produces")
         return super().find_class(module, name)

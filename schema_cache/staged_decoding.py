@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from schema_cache.decoder import Decoder
-from schema_cache.events import RawMessage, RowChange, TableSchema
-from schema_cache.exceptions import DecodeError, SchemaNotShipped
-from schema_cache.options import ProtocolOptions
-from schema_cache.serialized import dump_event, dump_row, schema_ref
-from schema_cache.types import TypeOptions
+from ticdc_delta.schema_cache.decoder import Decoder
+from ticdc_delta.schema_cache.events import RawMessage, RowChange, TableSchema
+from ticdc_delta.schema_cache.exceptions import DecodeError, SchemaNotShipped
+from ticdc_delta.schema_cache.options import ProtocolOptions
+from ticdc_delta.schema_cache.serialized import dump_event, dump_row, schema_ref
+from ticdc_delta.schema_cache.types import TypeOptions
 
 # (name, Arrow type name, Spark SQL type): the records executors return.
 STAGED_FIELDS = (

@@ -28,8 +28,8 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from jobs.paths import cache_dir
 from testbed.ports import free_port
+from ticdc_delta.jobs.paths import cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ import time
 import uuid
 from pathlib import Path
 
-from jobs.paths import cache_dir
 from testbed.mariadb import DEBEZIUM_PASSWORD, DEBEZIUM_USER, MariaDb
+from ticdc_delta.jobs.paths import cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -20,14 +20,14 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-from jobs import config as config_module
-from jobs.paths import cache_dir
-from jobs.pipeline import Pipeline, RunResult
-from jobs.session import get_spark
 from testbed.changefeed import Changefeed
 from testbed.local_kafka import LocalKafka
 from testbed.produce import ensure_topic, produce
 from testbed.tables import column
+from ticdc_delta.jobs import config as config_module
+from ticdc_delta.jobs.paths import cache_dir
+from ticdc_delta.jobs.pipeline import Pipeline, RunResult
+from ticdc_delta.jobs.session import get_spark
 
 log = logging.getLogger(__name__)
 
@@ -206,8 +206,8 @@ def _serve(broker: LocalKafka, workdir: Path) -> None:
 
 
 def _show_tables(spark, config, feed: Changefeed) -> None:
-    from apply.locator import PathLocator
-    from schema_cache.events import TableName
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.schema_cache.events import TableName
 
     locator = PathLocator(config.target.path)
     for database, table in feed.table_names():
@@ -234,8 +234,8 @@ def table_differences(spark, target: str, feed: Changefeed, database: str, table
 
     The key is the first column; a missing row is None.
     """
-    from apply.locator import PathLocator
-    from schema_cache.events import TableName
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.schema_cache.events import TableName
 
     actual = {r[0]: _normalize(tuple(r)) for r in spark.table(PathLocator(target).sql_name(TableName(database, table))).collect()}
     expected = {r[0]: _normalize(r) for r in feed.expected_rows(database, table)}

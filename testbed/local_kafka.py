@@ -29,9 +29,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.paths import cache_dir
 from testbed.ports import free_port
 from testbed.tls import Pkcs12Keystore
+from ticdc_delta.jobs.paths import cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The environment of the job processes that tests and the fault script start (`python -m jobs.cli ...`)."""
+"""The environment of the job processes that tests and the fault script start (`python -m ticdc_delta.jobs.cli ...`)."""
 
 from __future__ import annotations
 

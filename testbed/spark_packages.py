@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from jobs.session import KAFKA_SOURCE_VERSION_ENV
+from ticdc_delta.jobs.session import KAFKA_SOURCE_VERSION_ENV
 
 # Spark line -> the newest release whose spark-sql-kafka-0-10 and spark-token-provider-kafka-0-10 jars resolve here.
 _RESOLVABLE = {"3.5": "3.5.7", "4.0": "4.0.0", "4.1": "4.1.1"}

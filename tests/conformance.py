@@ -49,7 +49,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from schema_cache.events import Event, RawMessage, RowChange, SchemaChange, TableSchema, Watermark
+from ticdc_delta.schema_cache.events import Event, RawMessage, RowChange, SchemaChange, TableSchema, Watermark
 
 FIXTURES = Path(__file__).parent / "fixtures" / "conformance"
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec"

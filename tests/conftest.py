@@ -192,7 +192,7 @@ def kafka(_starting_broker):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory, _starting_broker):
-    from jobs.session import get_spark, kafka_source_package
+    from ticdc_delta.jobs.session import get_spark, kafka_source_package
 
     session = get_spark(
         "local[2]",
@@ -242,7 +242,7 @@ def runtime_python_with_spark(wheel, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def sql(spark):
     """The job's kind of SQL session (a fork of the test session), for tests that drive apply/ directly."""
-    from apply.sql_session import SqlSession
+    from ticdc_delta.apply.sql_session import SqlSession
 
     return SqlSession(spark)
 

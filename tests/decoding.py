@@ -9,18 +9,18 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
-from schema_cache.canal.decoder import CanalJsonDecoder
-from schema_cache.canal.options import CanalJsonOptions
-from schema_cache.debezium.decoder import DebeziumDecoder
-from schema_cache.debezium.options import DebeziumOptions
-from schema_cache.events import RawMessage, RowChange
-from schema_cache.open_protocol.decoder import OpenProtocolDecoder
-from schema_cache.open_protocol.options import OpenProtocolOptions
-from schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
-from schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
-from schema_cache.types import DEFAULT_OPTIONS
 from testbed.changefeed import Changefeed
 from testbed.tables import column
+from ticdc_delta.schema_cache.canal.decoder import CanalJsonDecoder
+from ticdc_delta.schema_cache.canal.options import CanalJsonOptions
+from ticdc_delta.schema_cache.debezium.decoder import DebeziumDecoder
+from ticdc_delta.schema_cache.debezium.options import DebeziumOptions
+from ticdc_delta.schema_cache.events import RawMessage, RowChange
+from ticdc_delta.schema_cache.open_protocol.decoder import OpenProtocolDecoder
+from ticdc_delta.schema_cache.open_protocol.options import OpenProtocolOptions
+from ticdc_delta.schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
+from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
+from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS
 
 UTC = dt.timezone.utc
 COLUMNS = [

@@ -37,14 +37,6 @@ import cramjam
 import fastavro
 import orjson
 
-from schema_cache.decoder import Decoder
-from schema_cache.events import Op, RawMessage, RowChange, SchemaChange, TableSchema, Watermark
-from schema_cache.protocols import create_decoder, protocol_options
-from schema_cache.simple import avro as simple_avro
-from schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
-from schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
-from schema_cache.ticdc_avro.registry import SchemaRegistry
-from schema_cache.types import DEFAULT_OPTIONS
 from testbed.changefeed import Changefeed
 from testbed.encoders.canal import CanalJsonWriter
 from testbed.encoders.debezium import DebeziumWriter
@@ -55,6 +47,14 @@ from testbed.encoders.ticdc_avro import TiCDCAvroWriter
 from testbed.tables import column
 from tests import decoding
 from tests.registry_server import FakeSchemaRegistry
+from ticdc_delta.schema_cache.decoder import Decoder
+from ticdc_delta.schema_cache.events import Op, RawMessage, RowChange, SchemaChange, TableSchema, Watermark
+from ticdc_delta.schema_cache.protocols import create_decoder, protocol_options
+from ticdc_delta.schema_cache.simple import avro as simple_avro
+from ticdc_delta.schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
+from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
+from ticdc_delta.schema_cache.ticdc_avro.registry import SchemaRegistry
+from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS
 
 # One decode call may take this long before it counts as a hang. Generous: the slowest hostile
 # message here (a 1 MiB field) decodes in milliseconds; a machine under CI load is far from 2 s.

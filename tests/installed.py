@@ -11,11 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jobs.paths import cache_dir
+from ticdc_delta.jobs.paths import cache_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT_PACKAGES = {"schema_cache", "apply", "jobs"}
-WHEEL_INPUTS = ("setup.cfg", "pyproject.toml", "README.md", "LICENSE", *PRODUCT_PACKAGES)
+# The repository's product folders (setup.cfg installs them as `ticdc_delta.<folder>` under the root package's own).
+PRODUCT_FOLDERS = ("ticdc_delta", "schema_cache", "apply", "jobs")
+WHEEL_INPUTS = ("setup.cfg", "pyproject.toml", "README.md", "LICENSE", *PRODUCT_FOLDERS)
 
 
 def pip_env() -> dict[str, str]:

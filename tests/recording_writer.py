@@ -6,9 +6,9 @@ which statements it asks for, with which applied points, and can raise after the
 
 from __future__ import annotations
 
-from apply.progress import TableProgress
-from apply.tombstones import Removal
-from schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema
+from ticdc_delta.apply.progress import TableProgress
+from ticdc_delta.apply.tombstones import Removal
+from ticdc_delta.schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema
 
 
 def structure(table: TableName, *names: str) -> TableSchema:

@@ -7,17 +7,17 @@ from collections.abc import Iterable
 import pytest
 from chispa import assert_df_equality
 
-from apply.applier import Applier
-from apply.delta_writer import DeltaWriter
-from apply.locator import PathLocator, TableLocator
-from apply.sql_session import SqlSession
-from apply.table_features import COMPATIBLE
-from apply.tombstones import Tombstones
-from jobs import config as config_module
-from jobs.pipeline import Pipeline, RunResult
-from schema_cache.events import Ordering, TableName
 from testbed.changefeed import Changefeed, Message
 from testbed.produce import ensure_topic, produce
+from ticdc_delta.apply.applier import Applier
+from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.locator import PathLocator, TableLocator
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.table_features import COMPATIBLE
+from ticdc_delta.apply.tombstones import Tombstones
+from ticdc_delta.jobs import config as config_module
+from ticdc_delta.jobs.pipeline import Pipeline, RunResult
+from ticdc_delta.schema_cache.events import Ordering, TableName
 
 # The Spark engine's variants run on the oldest pair when both run: its newest-pair side already runs
 # most unmarked end-to-end tests, and the engine's Spark statements are the same on both.
@@ -76,7 +76,7 @@ def run_job(spark, kafka, topic: str | list[str], target: str, group: str, *, en
 
 def staged_rows(spark, target: str, group: str) -> int:
     """Row changes and schema changes waiting in the Spark engine's staging table of consumer `group`."""
-    from apply.identifiers import catalog_name
+    from ticdc_delta.apply.identifiers import catalog_name
 
     frame = spark.read.format("delta").load(f"{target}/_ticdc/staging_{catalog_name(group)}")
     return frame.where("kind IN ('row', 'ddl')").count()

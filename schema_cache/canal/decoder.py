@@ -20,16 +20,25 @@ from collections.abc import Mapping
 
 import orjson
 
-from schema_cache import types
-from schema_cache.canal.mysql_type import parse_mysql_type
-from schema_cache.canal.options import CanalJsonOptions
-from schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, text_value
-from schema_cache.ddl_text import renamed_from
-from schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
-from schema_cache.events import Event, Op, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName, Watermark
-from schema_cache.exceptions import InvalidMessage
-from schema_cache.large_messages import handle_key_only
-from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
+from ticdc_delta.schema_cache import types
+from ticdc_delta.schema_cache.canal.mysql_type import parse_mysql_type
+from ticdc_delta.schema_cache.canal.options import CanalJsonOptions
+from ticdc_delta.schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, text_value
+from ticdc_delta.schema_cache.ddl_text import renamed_from
+from ticdc_delta.schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
+from ticdc_delta.schema_cache.events import (
+    Event,
+    Op,
+    RawMessage,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    Watermark,
+)
+from ticdc_delta.schema_cache.exceptions import InvalidMessage
+from ticdc_delta.schema_cache.large_messages import handle_key_only
+from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 log = logging.getLogger(__name__)
 

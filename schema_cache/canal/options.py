@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from schema_cache.events import Ordering
-from schema_cache.options import (
+from ticdc_delta.schema_cache.events import Ordering
+from ticdc_delta.schema_cache.options import (
     LargeMessageOptions,
     ProtocolOptions,
     option_key,
@@ -15,8 +15,8 @@ from schema_cache.options import (
 )
 
 if TYPE_CHECKING:
-    from schema_cache.decoder import Decoder
-    from schema_cache.types import TypeOptions
+    from ticdc_delta.schema_cache.decoder import Decoder
+    from ticdc_delta.schema_cache.types import TypeOptions
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,6 @@ class CanalJsonOptions(LargeMessageOptions, ProtocolOptions):
         return Ordering.COMMIT_TS if self.enable_tidb_extension else Ordering.OFFSET
 
     def create_decoder(self, types: TypeOptions) -> Decoder:
-        from schema_cache.canal.decoder import CanalJsonDecoder
+        from ticdc_delta.schema_cache.canal.decoder import CanalJsonDecoder
 
         return CanalJsonDecoder(self, types)

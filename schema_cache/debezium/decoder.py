@@ -31,13 +31,13 @@ from collections.abc import Callable, Mapping
 
 import orjson
 
-from schema_cache.codec import ColumnCodec, RowCodec, ValueContext, column_default
-from schema_cache.ddl_text import renamed_from
-from schema_cache.debezium.columns import debezium_value, resolve_type
-from schema_cache.debezium.descriptions import Descriptions
-from schema_cache.debezium.options import DebeziumOptions
-from schema_cache.decoder import decoding, read_commit_ts, require_handle_key
-from schema_cache.events import (
+from ticdc_delta.schema_cache.codec import ColumnCodec, RowCodec, ValueContext, column_default
+from ticdc_delta.schema_cache.ddl_text import renamed_from
+from ticdc_delta.schema_cache.debezium.columns import debezium_value, resolve_type
+from ticdc_delta.schema_cache.debezium.descriptions import Descriptions
+from ticdc_delta.schema_cache.debezium.options import DebeziumOptions
+from ticdc_delta.schema_cache.decoder import decoding, read_commit_ts, require_handle_key
+from ticdc_delta.schema_cache.events import (
     Event,
     Op,
     Ordering,
@@ -48,9 +48,9 @@ from schema_cache.events import (
     TableName,
     Watermark,
 )
-from schema_cache.exceptions import DecodeError, InvalidMessage
-from schema_cache.parking import ParkedMessage, ParkingLot
-from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
+from ticdc_delta.schema_cache.exceptions import DecodeError, InvalidMessage
+from ticdc_delta.schema_cache.parking import ParkedMessage, ParkingLot
+from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Mapping
 
-from schema_cache.events import TableName
+from ticdc_delta.schema_cache.events import TableName
 
 Description = Mapping[str, object]
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from schema_cache.events import Ordering
-from schema_cache.options import ProtocolOptions, option_key, require_extension_or_offset_order, require_positive
+from ticdc_delta.schema_cache.events import Ordering
+from ticdc_delta.schema_cache.options import (
+    ProtocolOptions,
+    option_key,
+    require_extension_or_offset_order,
+    require_positive,
+)
 
 if TYPE_CHECKING:
-    from schema_cache.decoder import Decoder
-    from schema_cache.types import TypeOptions
+    from ticdc_delta.schema_cache.decoder import Decoder
+    from ticdc_delta.schema_cache.types import TypeOptions
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,6 @@ class DebeziumOptions(ProtocolOptions):
         return Ordering.COMMIT_TS if self.enable_tidb_extension else Ordering.OFFSET
 
     def create_decoder(self, types: TypeOptions) -> Decoder:
-        from schema_cache.debezium.decoder import DebeziumDecoder
+        from ticdc_delta.schema_cache.debezium.decoder import DebeziumDecoder
 
         return DebeziumDecoder(self, types)

@@ -24,11 +24,11 @@ from collections.abc import Iterator, Mapping
 
 import orjson
 
-from schema_cache import types
-from schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, text_value
-from schema_cache.ddl_text import renamed_from
-from schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
-from schema_cache.events import (
+from ticdc_delta.schema_cache import types
+from ticdc_delta.schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, text_value
+from ticdc_delta.schema_cache.ddl_text import renamed_from
+from ticdc_delta.schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
+from ticdc_delta.schema_cache.events import (
     Event,
     Op,
     Ordering,
@@ -39,10 +39,10 @@ from schema_cache.events import (
     TableName,
     Watermark,
 )
-from schema_cache.exceptions import InvalidMessage
-from schema_cache.large_messages import handle_key_only
-from schema_cache.open_protocol.options import OpenProtocolOptions
-from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
+from ticdc_delta.schema_cache.exceptions import InvalidMessage
+from ticdc_delta.schema_cache.large_messages import handle_key_only
+from ticdc_delta.schema_cache.open_protocol.options import OpenProtocolOptions
+from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 log = logging.getLogger(__name__)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from schema_cache.options import LargeMessageOptions, ProtocolOptions, option_key, require_zone
+from ticdc_delta.schema_cache.options import LargeMessageOptions, ProtocolOptions, option_key, require_zone
 
 if TYPE_CHECKING:
-    from schema_cache.decoder import Decoder
-    from schema_cache.types import TypeOptions
+    from ticdc_delta.schema_cache.decoder import Decoder
+    from ticdc_delta.schema_cache.types import TypeOptions
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,6 @@ class OpenProtocolOptions(LargeMessageOptions, ProtocolOptions):
         self._check_large_messages()
 
     def create_decoder(self, types: TypeOptions) -> Decoder:
-        from schema_cache.open_protocol.decoder import OpenProtocolDecoder
+        from ticdc_delta.schema_cache.open_protocol.decoder import OpenProtocolDecoder
 
         return OpenProtocolDecoder(self, types)

@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 
 import orjson
 
-from schema_cache.codec import RowCodec, ValueContext
-from schema_cache.ddl_text import renamed_from
-from schema_cache.decoder import decoding, read_commit_ts, require_handle_key
-from schema_cache.events import (
+from ticdc_delta.schema_cache.codec import RowCodec, ValueContext
+from ticdc_delta.schema_cache.ddl_text import renamed_from
+from ticdc_delta.schema_cache.decoder import decoding, read_commit_ts, require_handle_key
+from ticdc_delta.schema_cache.events import (
     Event,
     Op,
     Ordering,
@@ -29,13 +29,13 @@ from schema_cache.events import (
     TableName,
     Watermark,
 )
-from schema_cache.exceptions import DecodeError, InvalidMessage
-from schema_cache.large_messages import handle_key_only
-from schema_cache.parking import ParkedMessage, ParkingLot
-from schema_cache.simple import avro
-from schema_cache.simple.options import SimpleOptions
-from schema_cache.simple.table_schema import parse_table_schema
-from schema_cache.types import DEFAULT_OPTIONS, TypeOptions
+from ticdc_delta.schema_cache.exceptions import DecodeError, InvalidMessage
+from ticdc_delta.schema_cache.large_messages import handle_key_only
+from ticdc_delta.schema_cache.parking import ParkedMessage, ParkingLot
+from ticdc_delta.schema_cache.simple import avro
+from ticdc_delta.schema_cache.simple.options import SimpleOptions
+from ticdc_delta.schema_cache.simple.table_schema import parse_table_schema
+from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 log = logging.getLogger(__name__)
 

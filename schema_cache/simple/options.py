@@ -5,11 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from schema_cache.options import LargeMessageOptions, ProtocolOptions, option_key, require_choice, require_positive
+from ticdc_delta.schema_cache.options import (
+    LargeMessageOptions,
+    ProtocolOptions,
+    option_key,
+    require_choice,
+    require_positive,
+)
 
 if TYPE_CHECKING:
-    from schema_cache.decoder import Decoder
-    from schema_cache.types import TypeOptions
+    from ticdc_delta.schema_cache.decoder import Decoder
+    from ticdc_delta.schema_cache.types import TypeOptions
 
 ENCODINGS = ("json", "avro")
 
@@ -29,6 +35,6 @@ class SimpleOptions(LargeMessageOptions, ProtocolOptions):
         self._check_large_messages()
 
     def create_decoder(self, types: TypeOptions) -> Decoder:
-        from schema_cache.simple.decoder import SimpleDecoder
+        from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
 
         return SimpleDecoder(self, types)

@@ -11,10 +11,10 @@ import base64
 import datetime
 from collections.abc import Mapping
 
-from schema_cache import types
-from schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, column_default
-from schema_cache.events import TableName
-from schema_cache.simple import avro
+from ticdc_delta.schema_cache import types
+from ticdc_delta.schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, column_default
+from ticdc_delta.schema_cache.events import TableName
+from ticdc_delta.schema_cache.simple import avro
 
 
 def tidb_type(data_type: Mapping[str, object]) -> types.TiDBType:

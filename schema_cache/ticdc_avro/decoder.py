@@ -25,9 +25,9 @@ from collections.abc import Mapping
 import fastavro
 from fastavro.schema import SchemaParseException
 
-from schema_cache.codec import RowCodec, ValueContext
-from schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
-from schema_cache.events import (
+from ticdc_delta.schema_cache.codec import RowCodec, ValueContext
+from ticdc_delta.schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
+from ticdc_delta.schema_cache.events import (
     Event,
     Op,
     Ordering,
@@ -38,11 +38,11 @@ from schema_cache.events import (
     TableName,
     TableSchema,
 )
-from schema_cache.exceptions import InvalidMessage
-from schema_cache.ticdc_avro.options import AvroOptions
-from schema_cache.ticdc_avro.registry import SchemaRegistry
-from schema_cache.ticdc_avro.table_schema import BEFORE_FIELD, key_columns, parse_value_schema, table_name
-from schema_cache.types import TypeOptions
+from ticdc_delta.schema_cache.exceptions import InvalidMessage
+from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions
+from ticdc_delta.schema_cache.ticdc_avro.registry import SchemaRegistry
+from ticdc_delta.schema_cache.ticdc_avro.table_schema import BEFORE_FIELD, key_columns, parse_value_schema, table_name
+from ticdc_delta.schema_cache.types import TypeOptions
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class TiCDCAvroDecoder(SelfDescribing):
 
     def fetched_schemas(self) -> bytes:
         """The registry schemas this decoder fetched, for executors of the Spark engine (`ShippedSchemas`)."""
-        from schema_cache.ticdc_avro.registry import ShippedSchemas
+        from ticdc_delta.schema_cache.ticdc_avro.registry import ShippedSchemas
 
         fetched = getattr(self._registry, "fetched", None)
         return ShippedSchemas.to_bytes(fetched() if fetched is not None else {})

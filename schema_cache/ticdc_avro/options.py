@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlparse
 
-from schema_cache.events import Ordering
-from schema_cache.exceptions import ConfigError
-from schema_cache.options import (
+from ticdc_delta.schema_cache.events import Ordering
+from ticdc_delta.schema_cache.exceptions import ConfigError
+from ticdc_delta.schema_cache.options import (
     ProtocolOptions,
     option_key,
     require_bool,
@@ -18,8 +18,8 @@ from schema_cache.options import (
 )
 
 if TYPE_CHECKING:
-    from schema_cache.decoder import Decoder
-    from schema_cache.types import TypeOptions
+    from ticdc_delta.schema_cache.decoder import Decoder
+    from ticdc_delta.schema_cache.types import TypeOptions
 
 DECIMAL_MODES = ("precise", "string")
 BIGINT_UNSIGNED_MODES = ("long", "string")
@@ -100,14 +100,14 @@ class AvroOptions(ProtocolOptions):
         return tuple(k for k in super().keys() if k != "registry")
 
     def create_decoder(self, types: TypeOptions) -> Decoder:
-        from schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
-        from schema_cache.ticdc_avro.registry import SchemaRegistry
+        from ticdc_delta.schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
+        from ticdc_delta.schema_cache.ticdc_avro.registry import SchemaRegistry
 
         return TiCDCAvroDecoder(self, types, SchemaRegistry(self.registry))
 
     def create_worker_decoder(self, types: TypeOptions, state: bytes, shipped: bytes) -> Decoder:
-        from schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
-        from schema_cache.ticdc_avro.registry import ShippedSchemas
+        from ticdc_delta.schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
+        from ticdc_delta.schema_cache.ticdc_avro.registry import ShippedSchemas
 
         decoder = TiCDCAvroDecoder(self, types, ShippedSchemas.from_bytes(shipped))
         decoder.restore(state)
@@ -117,6 +117,6 @@ class AvroOptions(ProtocolOptions):
         return decoder.fetched_schemas()
 
     def check_credentials(self) -> None:
-        from schema_cache.ticdc_avro.registry import SchemaRegistry
+        from ticdc_delta.schema_cache.ticdc_avro.registry import SchemaRegistry
 
         SchemaRegistry(self.registry).check_credentials()

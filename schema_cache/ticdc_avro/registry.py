@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from confluent_kafka.schema_registry import SchemaRegistryClient, SchemaRegistryError
 
-from schema_cache.exceptions import (
+from ticdc_delta.schema_cache.exceptions import (
     ConfigError,
     RegistryAuthenticationError,
     RegistryError,
@@ -30,7 +30,7 @@ from schema_cache.exceptions import (
     SchemaIdNotFoundError,
     SchemaNotShipped,
 )
-from schema_cache.ticdc_avro.options import RegistryOptions
+from ticdc_delta.schema_cache.ticdc_avro.options import RegistryOptions
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,9 @@ from decimal import Decimal
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from schema_cache.open_protocol.decoder import (
+from testbed.encoders.large_messages import compress
+from testbed.tables import primary_key_columns
+from ticdc_delta.schema_cache.open_protocol.decoder import (
     BATCH_VERSION,
     DDL,
     FLAG_BINARY,
@@ -30,8 +32,6 @@ from schema_cache.open_protocol.decoder import (
     RESOLVED,
     ROW,
 )
-from testbed.encoders.large_messages import compress
-from testbed.tables import primary_key_columns
 
 _CODES = {
     "tinyint": 1, "smallint": 2, "int": 3, "float": 4, "double": 5, "timestamp": 7, "bigint": 8, "mediumint": 9,

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import fastavro
 
-from schema_cache.simple import avro
 from testbed.tables import timestamp  # noqa: F401 - re-exported: a Simple TIMESTAMP value
+from ticdc_delta.schema_cache.simple import avro
 
 
 def _wire_value(value: object) -> object:

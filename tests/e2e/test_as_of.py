@@ -7,14 +7,14 @@ import json
 import pytest
 from chispa import assert_df_equality
 
-from apply.as_of import consistent_read
-from apply.locator import PathLocator
-from apply.progress import upstream_time
-from jobs import cli
-from schema_cache.events import TableName
 from testbed.tables import column
 from tests.support import publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
+from ticdc_delta.apply.as_of import consistent_read
+from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.progress import upstream_time
+from ticdc_delta.jobs import cli
+from ticdc_delta.schema_cache.events import TableName
 
 pytestmark = [pytest.mark.e2e]
 

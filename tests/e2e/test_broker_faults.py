@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from apply.checkpoint import CheckpointStore
-from apply.locator import PathLocator
-from apply.sql_session import SqlSession
-from jobs import config as config_module
-from jobs.config import KafkaConfig
-from jobs.kafka_source import KafkaSource
-from jobs.pipeline import Pipeline
-from schema_cache.exceptions import KafkaUnreachableError
 from testbed.demo import demo_changefeed
 from testbed.local_kafka import LocalKafka
 from tests.support import assert_table, publish, run_job
+from ticdc_delta.apply.checkpoint import CheckpointStore
+from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.jobs import config as config_module
+from ticdc_delta.jobs.config import KafkaConfig
+from ticdc_delta.jobs.kafka_source import KafkaSource
+from ticdc_delta.jobs.pipeline import Pipeline
+from ticdc_delta.schema_cache.exceptions import KafkaUnreachableError
 
 pytestmark = pytest.mark.e2e
 
@@ -161,7 +161,7 @@ def _committed_offsets(bootstrap_servers: str, group: str, topic: str) -> dict:
     from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as KafkaPartition
 
-    from schema_cache.events import TopicPartition
+    from ticdc_delta.schema_cache.events import TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group, "enable.auto.commit": False})
     try:

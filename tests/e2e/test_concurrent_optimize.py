@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from apply.delta_writer import DeltaWriter
-from apply.locator import PathLocator
-from apply.progress import applied_history
-from schema_cache.events import TableName
 from tests.support import assert_table, publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
+from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.progress import applied_history
+from ticdc_delta.schema_cache.events import TableName
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
     "OPTIMIZE and the conflict errors a losing MERGE gets differ between Delta releases"
@@ -137,7 +137,7 @@ def test_a_concurrent_optimize_makes_merges_retry_never_fail_or_lose_or_double(
     gate.mkdir()
     publish(kafka, topic, feed.messages)
     table = PathLocator(str(target)).sql_name(TableName("shop", "items"))
-    caplog.set_level(logging.WARNING, logger="apply.sql_session")
+    caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.sql_session")
 
     with _OptimizeDuringEachMerge(spark, table, gate, monkeypatch) as optimize:
         run_job(spark, kafka, topic, str(target), f"g-{unique}", run={"batch_max_messages": 20})

@@ -12,17 +12,26 @@ from decimal import Decimal
 
 import pytest
 
-from apply.collapse import NetChange
-from apply.delta_writer import DeltaWriter, add_columns_sql
-from apply.locator import CatalogLocator, PathLocator
-from apply.progress import AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
-from apply.sql_session import spark_version
-from apply.table_features import COMPATIBLE, FULL
-from jobs import config as config_module
-from jobs.runtime import check_session
-from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
-from schema_cache.exceptions import ConfigError
 from tests.support import applier_for
+from ticdc_delta.apply.collapse import NetChange
+from ticdc_delta.apply.delta_writer import DeltaWriter, add_columns_sql
+from ticdc_delta.apply.locator import CatalogLocator, PathLocator
+from ticdc_delta.apply.progress import AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
+from ticdc_delta.apply.sql_session import spark_version
+from ticdc_delta.apply.table_features import COMPATIBLE, FULL
+from ticdc_delta.jobs import config as config_module
+from ticdc_delta.jobs.runtime import check_session
+from ticdc_delta.schema_cache.events import (
+    Column,
+    Op,
+    Position,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    TableSchema,
+)
+from ticdc_delta.schema_cache.exceptions import ConfigError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
     "schema evolution is Delta's: type widening, column mapping and rewrites differ between Delta 3.3 and 4.4"

@@ -9,13 +9,22 @@ import time
 import pytest
 from pyspark.sql import functions
 
-from apply.collapse import NetChange
-from apply.delta_writer import DeltaWriter
-from apply.locator import CatalogLocator, PathLocator
-from apply.progress import AppliedPoint, TableProgress, read_progress
-from apply.table_features import COMPATIBLE, FULL
-from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
 from tests.support import applier_for
+from ticdc_delta.apply.collapse import NetChange
+from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.locator import CatalogLocator, PathLocator
+from ticdc_delta.apply.progress import AppliedPoint, TableProgress, read_progress
+from ticdc_delta.apply.table_features import COMPATIBLE, FULL
+from ticdc_delta.schema_cache.events import (
+    Column,
+    Op,
+    Position,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    TableSchema,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
     "MERGE, appends, idempotent writes and commit conflicts as each Delta release does them"
@@ -130,7 +139,7 @@ def test_a_merge_that_loses_a_race_with_another_writer_is_run_again(sql, spark, 
     sql.spark.range(2, 4).select(hold(functions.col("id").cast("int")).alias("id")).createOrReplaceTempView("racing")
     merge = f"MERGE INTO {name} AS t USING racing AS s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = 'merged'"
     outcome: dict = {}
-    caplog.set_level(logging.WARNING, logger="apply.sql_session")
+    caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.sql_session")
     racer = threading.Thread(target=lambda: outcome.update(result=sql.run(merge, what="merge racing")))
     racer.start()
     deadline = time.time() + 120

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli
 from testbed.demo import demo_changefeed
 from testbed.processes import job_environment
 from tests.support import assert_table, publish, run_job
 from tests.workloads import DEMO_TABLE_DDLS
+from ticdc_delta.jobs import cli
 
 pytestmark = [
     pytest.mark.e2e,
@@ -101,7 +101,7 @@ def test_a_spark_jvm_killed_mid_run_exits_8_in_one_line_and_the_next_run_resumes
         f'[target]\npath = "{lake}"\n[run]\nmode = "until-idle"\nbatch_max_messages = 10\n[spark]\nmaster = "local[1]"\n'
     )
     with open(log, "wb") as out:
-        job = subprocess.Popen([sys.executable, "-m", "jobs.cli", "run", "--config", str(config)], cwd=tmp_path,
+        job = subprocess.Popen([sys.executable, "-m", "ticdc_delta.jobs.cli", "run", "--config", str(config)], cwd=tmp_path,
                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=job_environment())
     try:
         deadline = time.monotonic() + 240

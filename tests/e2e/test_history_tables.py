@@ -12,13 +12,13 @@ import uuid
 
 import pytest
 
-from apply.locator import PathLocator
 from benchmarks import fault_kills
-from jobs.status import gather_status
-from schema_cache.events import TableName
 from testbed.changefeed import Changefeed
 from tests.history_model import HISTORY_COLUMNS, HistoryModel, history_workload, random_changes
 from tests.support import SPARK_ENGINE_PAIR, job_config, publish, run_job
+from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.jobs.status import gather_status
+from ticdc_delta.schema_cache.events import TableName
 
 pytestmark = [
     pytest.mark.e2e,

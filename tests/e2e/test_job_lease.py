@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from apply.locator import PathLocator
-from apply.progress import applied_history
-from schema_cache.events import TableName
 from testbed.demo import demo_changefeed
 from testbed.processes import short_lived_jvm, wheel_task_command
 from tests.support import TEST_SESSION_CONF, assert_table, publish
+from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.progress import applied_history
+from ticdc_delta.schema_cache.events import TableName
 
 pytestmark = [
     pytest.mark.e2e,

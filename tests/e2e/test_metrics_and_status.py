@@ -13,20 +13,29 @@ from collections import Counter
 
 import pytest
 
-from apply.applier import Applier
-from apply.delta_writer import DeltaWriter
-from apply.locator import CatalogLocator, PathLocator
-from apply.table_registry import TableRegistry
-from apply.tombstones import Tombstones
-from jobs.batch_metrics import METRICS_LOGGER
-from jobs.cli import exit_status
-from jobs.kafka_source import KafkaSource
-from jobs.pipeline import Pipeline
-from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
 from testbed.changefeed import Changefeed
 from testbed.tables import column
 from tests.support import applier_for, job_config, publish, table_version
 from tests.workloads import item, items_feed
+from ticdc_delta.apply.applier import Applier
+from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.locator import CatalogLocator, PathLocator
+from ticdc_delta.apply.table_registry import TableRegistry
+from ticdc_delta.apply.tombstones import Tombstones
+from ticdc_delta.jobs.batch_metrics import METRICS_LOGGER
+from ticdc_delta.jobs.cli import exit_status
+from ticdc_delta.jobs.kafka_source import KafkaSource
+from ticdc_delta.jobs.pipeline import Pipeline
+from ticdc_delta.schema_cache.events import (
+    Column,
+    Op,
+    Position,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    TableSchema,
+)
 
 pytestmark = pytest.mark.e2e
 

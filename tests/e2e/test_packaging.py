@@ -13,14 +13,14 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from jobs.paths import cache_dir
-from jobs.session import delta_package, kafka_source_package
 from testbed.demo import demo_changefeed
 from testbed.ports import free_port
 from testbed.processes import short_lived_jvm, wheel_task_command
-from tests.installed import PRODUCT_PACKAGES, virtualenv
+from tests.installed import virtualenv
 from tests.support import assert_table, publish
 from tests.workloads import DEMO_TABLE_DDLS
+from ticdc_delta.jobs.paths import cache_dir
+from ticdc_delta.jobs.session import delta_package, kafka_source_package
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs("the wheel as each supported Python builds and installs it")]
 
@@ -34,17 +34,19 @@ def cluster_python(wheel, tmp_path_factory) -> Path:
 
 
 def test_the_wheel_holds_the_product_and_its_entry_point_only(wheel):
-    # Expect: the three product packages (no test stand-ins, demo, benchmarks), the console
-    # script, and no pyspark/delta-spark requirement outside the `local` extra.
+    # Expect: one top-level package, `ticdc_delta`, holding the three product packages (no test stand-ins,
+    # demo, benchmarks), the console script, and no pyspark/delta-spark requirement outside the `local` extra.
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         entry_points = archive.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
-    assert top_level == PRODUCT_PACKAGES
+    assert top_level == {"ticdc_delta"}
+    assert {n.split("/")[1] for n in names if n.startswith("ticdc_delta/") and n.count("/") > 1} == {
+        "schema_cache", "apply", "jobs"}
     assert not [n for n in names if "testbed" in n or "/tests/" in n or "encoders" in n]
-    assert "ticdc-delta = jobs.cli:main" in entry_points
-    assert "jobs/spark_submit.py" in names  # spark-submit's primary resource travels with the wheel
+    assert "ticdc-delta = ticdc_delta.jobs.cli:main" in entry_points
+    assert "ticdc_delta/jobs/spark_submit.py" in names  # spark-submit's primary resource travels with the wheel
     assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE") for n in names)
     requirements = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     spark_requirements = [r for r in requirements if r.startswith(("pyspark", "delta-spark"))]
@@ -66,7 +68,7 @@ def test_the_installed_wheel_does_not_bring_spark(cluster_python):
 def _installed_spark_submit_file(python: Path) -> str:
     """The primary resource the wheel installed, as the README says to find it."""
     # (run outside the checkout: `python -m` looks in the current folder first)
-    found = subprocess.run([str(python), "-m", "jobs.spark_submit", "--path"], check=True, capture_output=True,
+    found = subprocess.run([str(python), "-m", "ticdc_delta.jobs.spark_submit", "--path"], check=True, capture_output=True,
                            text=True, cwd=python.parent)
     path = found.stdout.strip()
     assert path.startswith(str(python.parent.parent)) and path.endswith("jobs/spark_submit.py")  # not the checkout's
@@ -172,7 +174,7 @@ def test_a_spark_that_cannot_start_ends_in_one_line_naming_the_remedy_and_exit_8
         f'[target]\npath = "{tmp_path / "lake"}"\n'
     )
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
-    done = subprocess.run([sys.executable, "-m", "jobs.cli", "run", "--config", str(tmp_path / "job.toml")],
+    done = subprocess.run([sys.executable, "-m", "ticdc_delta.jobs.cli", "run", "--config", str(tmp_path / "job.toml")],
                           capture_output=True, text=True, cwd=tmp_path, timeout=300,
                           env={**env, "PYTHONPATH": str(ROOT), "JAVA_HOME": str(tmp_path / "no-java")})
     output = done.stdout + done.stderr

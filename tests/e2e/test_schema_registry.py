@@ -17,10 +17,10 @@ import json
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
 
-from schema_cache.events import RawMessage, RowChange, SchemaChange
 from testbed.encoders.ticdc_avro import TiCDCAvroWriter
 from testbed.tables import column, table_schema
 from tests.decoding import avro_decoder
+from ticdc_delta.schema_cache.events import RawMessage, RowChange, SchemaChange
 
 pytestmark = [pytest.mark.e2e, pytest.mark.conformance]
 

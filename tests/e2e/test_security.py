@@ -1,7 +1,7 @@
 """The job through a SASL_SSL (SCRAM) listener and a registry over https with basic auth, as a real process.
 
 A broker of its own (testbed.local_kafka with a SASL_SSL listener, certificates from a throwaway CA made
-with openssl) and the registry emulator serving https. The job runs as `python -m jobs.cli --log-level
+with openssl) and the registry emulator serving https. The job runs as `python -m ticdc_delta.jobs.cli --log-level
 DEBUG run` with librdkafka's debug logging on too, so that every line the process writes can be scanned
 for the two passwords; so are the files it wrote under the target and the string columns of every Delta
 table there. Refused credentials must stop the job at once (exit 7), naming authentication, not the secret.
@@ -123,7 +123,7 @@ def _run(config: Path, seconds: float = 600) -> tuple[int, str, float]:
     """`ticdc-delta --log-level DEBUG run`: (exit status, everything it wrote, wall seconds)."""
     started = time.monotonic()
     job = subprocess.Popen(
-        [sys.executable, "-m", "jobs.cli", "--log-level", "DEBUG", "run", "--config", str(config)],
+        [sys.executable, "-m", "ticdc_delta.jobs.cli", "--log-level", "DEBUG", "run", "--config", str(config)],
         cwd=config.parent,  # (a folder of its own: the run must leave no spark-warehouse/ in it)
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

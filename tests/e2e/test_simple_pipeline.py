@@ -7,11 +7,11 @@ from decimal import Decimal
 
 import pytest
 
-from schema_cache.exceptions import DecodeError
 from testbed.demo import demo_changefeed
 from testbed.tables import column
 from tests.support import assert_table, publish, run_job, spark_variant, staged_rows, table_frame, table_version
 from tests.workloads import DDL_EVOLUTION_TABLES, DEMO_TABLE_DDLS, ITEMS_DDL, ddl_evolution, item, items_feed
+from ticdc_delta.schema_cache.exceptions import DecodeError
 
 pytestmark = pytest.mark.e2e
 
@@ -89,7 +89,7 @@ def test_a_lagging_partition_spills_to_disk_and_the_tables_come_out_exact(spark,
     topic, target, spill = f"lag-{unique}", str(tmp_path / "delta"), tmp_path / "spill"
     spill.mkdir()
     publish(kafka, topic, [m for i, m in enumerate(feed.messages) if i not in held_back])
-    caplog.set_level(logging.INFO, logger="apply.gate")
+    caplog.set_level(logging.INFO, logger="ticdc_delta.apply.gate")
 
     result = run_job(
         spark, kafka, topic, target, f"g-{unique}",
@@ -350,8 +350,8 @@ def test_continuous_mode_applies_new_data_and_stops_cleanly(spark, kafka, tmp_pa
     import threading
     import time
 
-    from jobs.pipeline import Pipeline
     from tests.support import job_config
+    from ticdc_delta.jobs.pipeline import Pipeline
 
     feed = items_feed()
     with feed.transaction() as txn:

@@ -12,20 +12,20 @@ from decimal import Decimal
 import pytest
 from chispa import assert_df_equality
 
-from apply.delta_writer import DeltaWriter
-from apply.locator import PathLocator
-from apply.progress import applied_history
-from apply.sql_session import SqlSession
-from jobs import cli
-from jobs.snapshot import ExportFormat, SnapshotLoader
-from schema_cache.dumpling.create_table import parse_create_table
-from schema_cache.events import TableName
-from schema_cache.exceptions import ApplyError
 from testbed.dumpling import write_export
 from testbed.tables import column
 from tests.decoding import COLUMNS, ROW
 from tests.support import assert_table, job_config, publish, run_job, table_frame
 from tests.workloads import ITEMS_DDL, item, items_feed
+from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.progress import applied_history
+from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.jobs import cli
+from ticdc_delta.jobs.snapshot import ExportFormat, SnapshotLoader
+from ticdc_delta.schema_cache.dumpling.create_table import parse_create_table
+from ticdc_delta.schema_cache.events import TableName
+from ticdc_delta.schema_cache.exceptions import ApplyError
 
 pytestmark = [pytest.mark.e2e]
 

@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 
-from apply.identifiers import catalog_name
 from benchmarks import fault_kills
 from tests.support import TEST_SESSION_CONF, staged_rows
+from ticdc_delta.apply.identifiers import catalog_name
 
 pytestmark = [
     pytest.mark.e2e,

@@ -15,14 +15,23 @@ import pytest
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaProtocolError
 
-from apply.locator import PathLocator
-from apply.sql_session import spark_version
-from apply.table_features import COMPATIBLE, FULL
-from jobs.pipeline import Pipeline
-from schema_cache.events import Column, Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName, TableSchema
 from tests.readers import assert_delta_rs_reads_as_spark
 from tests.support import applier_for, assert_table, job_config, publish, table_frame
 from tests.workloads import DDL_EVOLUTION_TABLES, ddl_evolution, items_feed
+from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.sql_session import spark_version
+from ticdc_delta.apply.table_features import COMPATIBLE, FULL
+from ticdc_delta.jobs.pipeline import Pipeline
+from ticdc_delta.schema_cache.events import (
+    Column,
+    Op,
+    Position,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    TableSchema,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
     "which table features each Delta release gives a table, and what delta-rs reads of them"
@@ -103,7 +112,7 @@ def test_a_table_keeps_its_own_features_when_the_setting_changes(sql, spark, tmp
         [SchemaChange(T, 10, SchemaChangeKind.CREATE, before, AT), RowChange(T, 11, Op.INSERT, None, (1, "a"), before, AT)],
         {"topic": 11},
     )
-    caplog.set_level(logging.WARNING, logger="apply.delta_writer")
+    caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.delta_writer")
     applier_for(sql, locator, table_features=COMPATIBLE).apply(
         [
             SchemaChange(T, 20, SchemaChangeKind.ALTER, after, AT, "ALTER TABLE t RENAME COLUMN name TO title"),

@@ -8,11 +8,11 @@ from decimal import Decimal
 import pytest
 from chispa import assert_df_equality
 
-from apply.progress import applied_history, read_as_of, upstream_time, version_as_of
-from schema_cache.exceptions import ApplyError
 from testbed.tables import column
 from tests.support import publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
+from ticdc_delta.apply.progress import applied_history, read_as_of, upstream_time, version_as_of
+from ticdc_delta.schema_cache.exceptions import ApplyError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
     "DESCRIBE HISTORY and time travel as each Delta release records them"

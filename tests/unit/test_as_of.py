@@ -6,10 +6,10 @@ import datetime as dt
 
 import pytest
 
-from apply.as_of import ExactSpan, commit_ts_at, consistent_point, exact_spans
-from apply.progress import AppliedPoint, AppliedVersion, PendingBackfill, upstream_time
-from schema_cache.events import TopicPartition
-from schema_cache.exceptions import ApplyError
+from ticdc_delta.apply.as_of import ExactSpan, commit_ts_at, consistent_point, exact_spans
+from ticdc_delta.apply.progress import AppliedPoint, AppliedVersion, PendingBackfill, upstream_time
+from ticdc_delta.schema_cache.events import TopicPartition
+from ticdc_delta.schema_cache.exceptions import ApplyError
 
 _AT = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 

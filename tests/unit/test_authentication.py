@@ -13,22 +13,22 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from jobs.config import KafkaConfig
-from jobs.kafka_source import KafkaSource
-from schema_cache.events import RawMessage
-from schema_cache.exceptions import (
+from testbed.encoders.ticdc_avro import TiCDCAvroWriter
+from testbed.tables import column, table_schema
+from testbed.tls import LocalCa
+from tests.registry_server import FakeSchemaRegistry
+from ticdc_delta.jobs.config import KafkaConfig
+from ticdc_delta.jobs.kafka_source import KafkaSource
+from ticdc_delta.schema_cache.events import RawMessage
+from ticdc_delta.schema_cache.exceptions import (
     AuthenticationError,
     KafkaAuthenticationError,
     KafkaUnreachableError,
     RegistryAuthenticationError,
     RegistryUnavailableError,
 )
-from schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
-from schema_cache.types import DEFAULT_OPTIONS
-from testbed.encoders.ticdc_avro import TiCDCAvroWriter
-from testbed.tables import column, table_schema
-from testbed.tls import LocalCa
-from tests.registry_server import FakeSchemaRegistry
+from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
+from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS
 
 SECRET = "reg-Secret-7"
 TABLE = table_schema("shop", "items", table_id=1, version=1, columns=[column("id", "int", nullable=False)],

@@ -8,12 +8,18 @@ import logging
 
 import pytest
 
-from apply.metrics import PhaseTimes
-from apply.metrics_table import COLUMNS, BatchRecord
-from jobs import batch_metrics, config
-from jobs.batch_metrics import METRICS_LOGGER, MetricsRecorder, commit_ts_lag_ms, offset_lag, tso_physical_ms
-from schema_cache.events import TableName, TopicPartition
-from schema_cache.exceptions import ConfigError
+from ticdc_delta.apply.metrics import PhaseTimes
+from ticdc_delta.apply.metrics_table import COLUMNS, BatchRecord
+from ticdc_delta.jobs import batch_metrics, config
+from ticdc_delta.jobs.batch_metrics import (
+    METRICS_LOGGER,
+    MetricsRecorder,
+    commit_ts_lag_ms,
+    offset_lag,
+    tso_physical_ms,
+)
+from ticdc_delta.schema_cache.events import TableName, TopicPartition
+from ticdc_delta.schema_cache.exceptions import ConfigError
 
 UTC = dt.timezone.utc
 MINIMAL = {"kafka": {"topics": ["cdc"]}, "target": {"path": "/tmp/t"}}

@@ -7,17 +7,25 @@ import json
 
 import pytest
 
-from schema_cache.canal.mysql_type import parse_mysql_type
-from schema_cache.ddl_text import renamed_from
-from schema_cache.events import Ordering, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName, Watermark
-from schema_cache.exceptions import DecodeError
-from schema_cache.simple.decoder import SimpleDecoder
-from schema_cache.types import TiDBType
 from testbed.changefeed import Changefeed
 from testbed.encoders.canal import CanalJsonWriter
 from testbed.encoders.large_messages import compress
 from testbed.tables import column
 from tests.decoding import ROW, canal_decoder, decode, rows, workload
+from ticdc_delta.schema_cache.canal.mysql_type import parse_mysql_type
+from ticdc_delta.schema_cache.ddl_text import renamed_from
+from ticdc_delta.schema_cache.events import (
+    Ordering,
+    RawMessage,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    Watermark,
+)
+from ticdc_delta.schema_cache.exceptions import DecodeError
+from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
+from ticdc_delta.schema_cache.types import TiDBType
 
 
 def canal(**options) -> Changefeed:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from apply.collapse import NetChange, collapse
-from schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema
+from ticdc_delta.apply.collapse import NetChange, collapse
+from ticdc_delta.schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema
 
 T = TableName("db", "t")
 SCHEMA = TableSchema(T, (Column("id", "INT"), Column("v", "STRING")), ("id",))

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from schema_cache.exceptions import DecodeError
-from schema_cache.protocols import create_decoder, protocol_options
 from tests.conformance import (
     CITED,
     SPEC,
@@ -22,6 +20,8 @@ from tests.conformance import (
     raw_message,
     registering,
 )
+from ticdc_delta.schema_cache.exceptions import DecodeError
+from ticdc_delta.schema_cache.protocols import create_decoder, protocol_options
 
 FIXTURES = load_fixtures()
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -45,7 +45,7 @@ def _decoder(fixture: Fixture, tmp_path: Path, registry_url: str | None):
     options = {k: (v.replace("{files}", str(files)) if isinstance(v, str) else v) for k, v in fixture.options.items()}
     extra = {}
     if fixture.protocol == "avro":
-        from schema_cache.ticdc_avro.options import RegistryOptions
+        from ticdc_delta.schema_cache.ticdc_avro.options import RegistryOptions
 
         extra["registry"] = RegistryOptions(url=registry_url or "", max_wait_seconds=2)
     return create_decoder(protocol_options(fixture.protocol, options, **extra))

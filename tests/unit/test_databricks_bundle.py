@@ -16,7 +16,7 @@ import pytest
 import yaml
 from databricks.bundles.jobs import Job
 
-from jobs import config as config_module
+from ticdc_delta.jobs import config as config_module
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE_DIR = ROOT / "deploy" / "databricks"

@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from schema_cache.debezium.decoder import parse_table_ids
-from schema_cache.events import (
+from testbed.changefeed import Changefeed
+from testbed.encoders.debezium import DebeziumWriter
+from testbed.tables import column
+from tests.decoding import ROW, debezium_decoder, decode, rows, workload
+from ticdc_delta.schema_cache.debezium.decoder import parse_table_ids
+from ticdc_delta.schema_cache.events import (
     Op,
     Ordering,
     RawMessage,
@@ -20,12 +24,8 @@ from schema_cache.events import (
     TableName,
     Watermark,
 )
-from schema_cache.exceptions import DecodeError
-from schema_cache.simple.decoder import SimpleDecoder
-from testbed.changefeed import Changefeed
-from testbed.encoders.debezium import DebeziumWriter
-from testbed.tables import column
-from tests.decoding import ROW, debezium_decoder, decode, rows, workload
+from ticdc_delta.schema_cache.exceptions import DecodeError
+from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
 
 
 @pytest.mark.parametrize("with_schema", [True, False], ids=["schema", "disable-schema"])
@@ -339,7 +339,7 @@ def test_a_partition_read_behind_many_ddls_still_gets_the_description_of_its_row
 
 
 def test_descriptions_are_forgotten_by_progress_and_one_commit_ts_keeps_its_ddls_order():
-    from schema_cache.debezium.descriptions import Descriptions
+    from ticdc_delta.schema_cache.debezium.descriptions import Descriptions
 
     a, gone = TableName("shop", "a"), TableName("shop", "gone")
     known = Descriptions()

@@ -11,15 +11,15 @@ from decimal import Decimal
 
 import pytest
 
-from schema_cache.codec import ValueContext
-from schema_cache.dumpling.create_table import parse_create_table
-from schema_cache.dumpling.layout import export_tables, snapshot_tso
-from schema_cache.dumpling.values import CsvDialect, csv_records, sql_columns, sql_records
-from schema_cache.events import TableName
-from schema_cache.exceptions import ConfigError, InvalidMessage
 from testbed.changefeed import Changefeed
 from testbed.dumpling import _csv_field, _sql_value, create_table, file_name_part
 from tests.decoding import COLUMNS, ROW
+from ticdc_delta.schema_cache.codec import ValueContext
+from ticdc_delta.schema_cache.dumpling.create_table import parse_create_table
+from ticdc_delta.schema_cache.dumpling.layout import export_tables, snapshot_tso
+from ticdc_delta.schema_cache.dumpling.values import CsvDialect, csv_records, sql_columns, sql_records
+from ticdc_delta.schema_cache.events import TableName
+from ticdc_delta.schema_cache.exceptions import ConfigError, InvalidMessage
 
 UTC = dt.timezone.utc
 

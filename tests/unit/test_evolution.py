@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from apply.evolution import is_widening, plan, renames_in_statement
-from schema_cache.events import Column, TableName, TableSchema
+from ticdc_delta.apply.evolution import is_widening, plan, renames_in_statement
+from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
 
 T = TableName("d", "t")
 

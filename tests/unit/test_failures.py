@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from py4j.protocol import Py4JNetworkError
 
-from jobs.failures import OTHER, SPARK_GONE, STORAGE, explain
+from ticdc_delta.jobs.failures import OTHER, SPARK_GONE, STORAGE, explain
 
 
 def test_a_jvm_that_stopped_answering_is_spark_gone_naming_memory_and_the_resume():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from apply.gate import WatermarkGate
-from schema_cache.events import (
+from ticdc_delta.apply.gate import WatermarkGate
+from ticdc_delta.schema_cache.events import (
     Op,
     Position,
     RowChange,
@@ -13,7 +13,7 @@ from schema_cache.events import (
     TableSchema,
     Watermark,
 )
-from schema_cache.events import TopicPartition as TP
+from ticdc_delta.schema_cache.events import TopicPartition as TP
 
 T = TableName("db", "t")
 SCHEMA = TableSchema(T, (), ("id",))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from apply.history import HistoryChoice, history_schema, history_source
-from jobs import config
-from schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema
-from schema_cache.exceptions import ApplyError, ConfigError
+from ticdc_delta.apply.history import HistoryChoice, history_schema, history_source
+from ticdc_delta.jobs import config
+from ticdc_delta.schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema
+from ticdc_delta.schema_cache.exceptions import ApplyError, ConfigError
 
 T = TableName("db", "t")
 SCHEMA = TableSchema(T, (Column("id", "INT"), Column("v", "STRING")), ("id",))

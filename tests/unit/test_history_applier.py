@@ -6,12 +6,12 @@ statements the applier asks for, and with which applied points, when the job res
 
 from __future__ import annotations
 
-from apply.applier import Applier
-from apply.history import HistoryChoice
-from apply.progress import AppliedPoint
-from schema_cache.events import Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName
-from schema_cache.exceptions import ApplyError
 from tests.recording_writer import Crash, RecordingWriter, Tombstones, insert, structure
+from ticdc_delta.apply.applier import Applier
+from ticdc_delta.apply.history import HistoryChoice
+from ticdc_delta.apply.progress import AppliedPoint
+from ticdc_delta.schema_cache.events import Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName
+from ticdc_delta.schema_cache.exceptions import ApplyError
 
 ITEMS, GOODS = TableName("shop", "items"), TableName("shop", "goods")
 ITEMS_HISTORY, GOODS_HISTORY = TableName("shop_history", "items"), TableName("shop_history", "goods")

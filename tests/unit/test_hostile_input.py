@@ -39,10 +39,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from schema_cache.events import RawMessage
-from schema_cache.exceptions import DecodeError
 from tests import hostile
 from tests.registry_server import FakeSchemaRegistry
+from ticdc_delta.schema_cache.events import RawMessage
+from ticdc_delta.schema_cache.exceptions import DecodeError
 
 # Hypothesis also caches the constants it finds in our sources in its storage directory (./.hypothesis by
 # default, whatever the database setting): keep that out of the checkout. Read lazily, so set before any example.

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from apply.identifiers import catalog_name, path_segment, quote
-from apply.locator import PathLocator
-from schema_cache.events import TableName
+from ticdc_delta.apply.identifiers import catalog_name, path_segment, quote
+from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.schema_cache.events import TableName
 
 
 def test_quote_doubles_backticks():

@@ -7,8 +7,8 @@ import logging
 import socket
 import time
 
-from jobs.cli import exit_status
-from jobs.kafka_log import OnePerInterval
+from ticdc_delta.jobs.cli import exit_status
+from ticdc_delta.jobs.kafka_log import OnePerInterval
 
 
 def _closed_port() -> int:

@@ -9,7 +9,11 @@ from decimal import Decimal
 
 import pytest
 
-from schema_cache.events import (
+from testbed.changefeed import Changefeed
+from testbed.encoders.open_protocol import OpenProtocolWriter, go_quote
+from testbed.tables import column
+from tests.decoding import ROW, decode, open_decoder, rows, workload
+from ticdc_delta.schema_cache.events import (
     Op,
     Ordering,
     RawMessage,
@@ -19,13 +23,9 @@ from schema_cache.events import (
     TableName,
     Watermark,
 )
-from schema_cache.exceptions import DecodeError
-from schema_cache.open_protocol.decoder import go_unquote
-from schema_cache.simple.decoder import SimpleDecoder
-from testbed.changefeed import Changefeed
-from testbed.encoders.open_protocol import OpenProtocolWriter, go_quote
-from testbed.tables import column
-from tests.decoding import ROW, decode, open_decoder, rows, workload
+from ticdc_delta.schema_cache.exceptions import DecodeError
+from ticdc_delta.schema_cache.open_protocol.decoder import go_unquote
+from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
 
 
 def feed(**options) -> Changefeed:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from apply.applier import Applier
-from apply.history import HistoryChoice
-from apply.progress import AppliedPoint
-from schema_cache.events import Position, SchemaChange, SchemaChangeKind, TableName
 from tests.recording_writer import Crash, RecordingWriter, Tombstones, insert, structure
+from ticdc_delta.apply.applier import Applier
+from ticdc_delta.apply.history import HistoryChoice
+from ticdc_delta.apply.progress import AppliedPoint
+from ticdc_delta.schema_cache.events import Position, SchemaChange, SchemaChangeKind, TableName
 
 SWAP_TS = 20
 

@@ -10,13 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from schema_cache.events import Op, RawMessage, RowChange, SchemaChange, SchemaChangeKind, TableName, Watermark
-from schema_cache.exceptions import ConfigError, DecodeError, SchemaNotFoundError
-from schema_cache.protocols import create_decoder, protocol_options
-from schema_cache.simple.decoder import SimpleDecoder
-from schema_cache.simple.options import SimpleOptions
 from testbed.encoders.simple import SimpleJsonWriter
 from testbed.tables import column, table_schema, timestamp
+from ticdc_delta.schema_cache.events import (
+    Op,
+    RawMessage,
+    RowChange,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    Watermark,
+)
+from ticdc_delta.schema_cache.exceptions import ConfigError, DecodeError, SchemaNotFoundError
+from ticdc_delta.schema_cache.protocols import create_decoder, protocol_options
+from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
+from ticdc_delta.schema_cache.simple.options import SimpleOptions
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "simple"
 

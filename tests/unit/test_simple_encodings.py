@@ -8,14 +8,14 @@ from decimal import Decimal
 
 import pytest
 
-from schema_cache.events import RawMessage, RowChange, SchemaChange, Watermark
-from schema_cache.exceptions import DecodeError
-from schema_cache.simple import avro
-from schema_cache.simple.decoder import SimpleDecoder
-from schema_cache.simple.options import SimpleOptions
-from schema_cache.types import TypeOptions
 from testbed.encoders.simple import SimpleAvroWriter, SimpleJsonWriter, unsigned_bigint
 from testbed.tables import column, table_schema, timestamp
+from ticdc_delta.schema_cache.events import RawMessage, RowChange, SchemaChange, Watermark
+from ticdc_delta.schema_cache.exceptions import DecodeError
+from ticdc_delta.schema_cache.simple import avro
+from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
+from ticdc_delta.schema_cache.simple.options import SimpleOptions
+from ticdc_delta.schema_cache.types import TypeOptions
 
 ALL_TYPES = table_schema(
     "d",

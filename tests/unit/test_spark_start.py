@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs import session
+from ticdc_delta.jobs import session
 
 
 class GatewayExited(Exception):

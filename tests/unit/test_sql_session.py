@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from delta.exceptions import ConcurrentAppendException
 
-from apply.sql_session import CommitTags, SqlSession, is_commit_conflict
-from schema_cache.exceptions import ConcurrentCommitError, LeaseLostError
+from ticdc_delta.apply.sql_session import CommitTags, SqlSession, is_commit_conflict
+from ticdc_delta.schema_cache.exceptions import ConcurrentCommitError, LeaseLostError
 
 
 class _Conflict(ConcurrentAppendException):

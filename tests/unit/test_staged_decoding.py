@@ -14,18 +14,26 @@ from collections import Counter
 
 import pytest
 
-from schema_cache.events import RawMessage, RowChange
-from schema_cache.protocols import protocol_options
-from schema_cache.serialized import load_event, load_row
-from schema_cache.staged_decoding import MESSAGE, ROW, SCHEMA, STAGED_FIELDS, WorkerSpec, decode_arrow, decode_messages
-from schema_cache.ticdc_avro.options import RegistryOptions
-from schema_cache.types import DEFAULT_OPTIONS
 from testbed.demo import demo_changefeed
 from testbed.encoders.canal import CanalJsonWriter
 from testbed.encoders.debezium import DebeziumWriter
 from testbed.encoders.open_protocol import OpenProtocolWriter
 from testbed.encoders.ticdc_avro import TiCDCAvroWriter
 from tests.workloads import ddl_evolution, items_feed
+from ticdc_delta.schema_cache.events import RawMessage, RowChange
+from ticdc_delta.schema_cache.protocols import protocol_options
+from ticdc_delta.schema_cache.serialized import load_event, load_row
+from ticdc_delta.schema_cache.staged_decoding import (
+    MESSAGE,
+    ROW,
+    SCHEMA,
+    STAGED_FIELDS,
+    WorkerSpec,
+    decode_arrow,
+    decode_messages,
+)
+from ticdc_delta.schema_cache.ticdc_avro.options import RegistryOptions
+from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS
 
 FIELDS = [name for name, _, _ in STAGED_FIELDS]
 

@@ -5,13 +5,21 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from apply.applier import Applier
-from apply.staged_run import StagedRun, fold_key_deletes
-from apply.staging import _batch_images, _key_slots
-from schema_cache.events import Column, Position, SchemaChange, SchemaChangeKind, TableName, TableSchema, TopicPartition
-from schema_cache.exceptions import ApplyError
-from schema_cache.serialized import dump_row
 from tests.recording_writer import RecordingWriter, Tombstones, insert
+from ticdc_delta.apply.applier import Applier
+from ticdc_delta.apply.staged_run import StagedRun, fold_key_deletes
+from ticdc_delta.apply.staging import _batch_images, _key_slots
+from ticdc_delta.schema_cache.events import (
+    Column,
+    Position,
+    SchemaChange,
+    SchemaChangeKind,
+    TableName,
+    TableSchema,
+    TopicPartition,
+)
+from ticdc_delta.schema_cache.exceptions import ApplyError
+from ticdc_delta.schema_cache.serialized import dump_row
 
 ITEMS = TableName("shop", "items")
 LOGS = TableName("shop", "logs")

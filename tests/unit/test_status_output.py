@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from jobs.status import PartitionStatus, StatusReport, TableStatus, render, to_json
+from ticdc_delta.jobs.status import PartitionStatus, StatusReport, TableStatus, render, to_json
 
 UTC = dt.timezone.utc
 TS = (1_772_366_400_123 << 18) + 7  # 2026-03-01T12:00:00.123Z
@@ -74,7 +74,7 @@ def test_json():
 
 
 def test_status_with_a_bad_configuration_exits_2_like_run(caplog, tmp_path):
-    from jobs.cli import exit_status
+    from ticdc_delta.jobs.cli import exit_status
 
     assert exit_status(["status", "--topics", "cdc"]) == 2
     assert "set exactly one of target.path" in caplog.text

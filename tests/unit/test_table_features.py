@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from apply.identifiers import delta_column_name, upstream_column_name
-from apply.table_features import COMPATIBLE, FULL, TableLayout
-from schema_cache.events import Column, TableName, TableSchema
+from ticdc_delta.apply.identifiers import delta_column_name, upstream_column_name
+from ticdc_delta.apply.table_features import COMPATIBLE, FULL, TableLayout
+from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
 
 
 def test_compatible_tables_pin_every_feature_off():

@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from schema_cache.exceptions import ValueConversionError
-from schema_cache.types import TiDBType, default_value, spark_type, text_converter, timestamp_in_zone
+from ticdc_delta.schema_cache.exceptions import ValueConversionError
+from ticdc_delta.schema_cache.types import TiDBType, default_value, spark_type, text_converter, timestamp_in_zone
 
 
 @pytest.mark.parametrize(
