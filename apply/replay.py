@@ -218,7 +218,7 @@ class _Decider:
                 REFUSED,
                 f"a schema change ({change.kind.value} of {change.table} at commitTs {change.commit_ts}): a DDL is "
                 "not replayed on its own, since rows after it were applied to the structure before it; re-create "
-                "the table (see the README)",
+                "the table (see Dead letters and replay in docs/operations.md)",
             ), []
         rows = [e for e in events if isinstance(e, RowChange)]
         if not rows:

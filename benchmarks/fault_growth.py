@@ -20,7 +20,7 @@ file per save since the last cleanup, which compacts every consumer's), or, with
 removes), at any sample or at the end.
 
 10,000 saves take longer than a working session on a 2-core machine (each save lists the table's
-`_delta_log` on a local file system, which grows by four files a save for a day or two: see the README).
+`_delta_log` on a local file system, which grows by four files a save for a day or two: see docs/performance.md).
 A run stopped part-way leaves its table in `--growth-workdir`; `--growth-resume` continues that table
 from each consumer's newest checkpoint up to `--growth-batches` saves in all, keeping the table (the
 figures then count the saves of the whole table, the timings those of this run).

@@ -131,7 +131,7 @@ def require_extension_or_offset_order(protocol: str, extension: bool, allow_offs
         raise ConfigError(
             f"protocol.enable_tidb_extension: {protocol} sends watermarks only with TiCDC's "
             "enable-tidb-extension=true; enable it in the changefeed and here, or set "
-            "protocol.allow_offset_ordering = true to order by partition offset instead (see the README)"
+            "protocol.allow_offset_ordering = true to order by partition offset instead (see Protocols in docs/protocols.md)"
         )
 
 

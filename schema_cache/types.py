@@ -5,7 +5,7 @@ protocol's wire encoding (base64, Avro unions, ...) and hand the remaining
 TiCDC text form of a value to the converter built here, which returns the
 Python value PySpark expects for the column's Spark type.
 
-The default mapping (the README's type table gives the reasons); the choices
+The default mapping (the type table in docs/protocols.md gives the reasons); the choices
 marked * can be changed with `TypeOptions` (config section [types]):
 
 - signed integers -> the smallest Spark integer that holds the range;

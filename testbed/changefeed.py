@@ -521,7 +521,7 @@ def _wire_value(column: dict, value: object, location: str) -> object:
 
 
 def _delta_value(column: dict, value: object) -> object:
-    """A TiDB value as the Delta table should hold it (see the README's type table)."""
+    """A TiDB value as the Delta table should hold it (see the type table in docs/protocols.md)."""
     if value is None:
         return None
     data_type = column["dataType"]

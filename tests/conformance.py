@@ -9,7 +9,7 @@ they cite are kept beside them (`tests/fixtures/conformance/cited.json`, made by
 its citations too:
 
     {
-      "example":  what the document shows, in a few words (the README's conformance table lists it),
+      "example":  what the document shows, in a few words (docs/protocols.md's conformance table lists it),
       "document": the file in ../shared/spec/ it is taken from,
       "where":    the section of the document,
       "protocol": the `[protocol] name`, "options": other `[protocol]` keys,

@@ -25,7 +25,7 @@ class CanalJsonOptions(LargeMessageOptions, ProtocolOptions):
 
     # as the changefeed's enable-tidb-extension: commitTs and watermarks exist only with it
     enable_tidb_extension: bool = False
-    # without the extension: accept ordering by partition offset (weaker; see the README)
+    # without the extension: accept ordering by partition offset (weaker; see docs/protocols.md)
     allow_offset_ordering: bool = False
     # the TiCDC server's time zone (TIMESTAMP text carries none)
     timestamp_zone: str = "UTC"

@@ -198,7 +198,7 @@ def debezium_value(column: ColumnCodec, context: ValueContext) -> Converter:
     if types.is_binary(tidb):
         return lambda v: base64.b64decode(str(v))
     if name == "decimal" and target.startswith("DECIMAL"):
-        # A float64 upstream: rounded back to the column's scale (see the README's caveat), and
+        # A float64 upstream: rounded back to the column's scale (see the caveat in docs/protocols.md), and
         # checked against the precision as every protocol's decimals are (types.decimal_fit).
         step = decimal.Decimal(1).scaleb(-(tidb.scale or 0))
         context_80 = decimal.Context(prec=80)

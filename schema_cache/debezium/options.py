@@ -24,7 +24,7 @@ class DebeziumOptions(ProtocolOptions):
 
     # as the changefeed's enable-tidb-extension: watermarks exist only with it
     enable_tidb_extension: bool = False
-    # without the extension: accept ordering by partition offset (weaker; see the README)
+    # without the extension: accept ordering by partition offset (weaker; see docs/protocols.md)
     allow_offset_ordering: bool = False
     # debezium-disable-schema: how long a row may wait for its table's DDL description
     schema_wait_seconds: float = 600.0

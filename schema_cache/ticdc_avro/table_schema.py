@@ -113,7 +113,7 @@ def _column_type(name: str, avro_type: object, options: AvroOptions) -> tuple[ty
     _check_mode(name, tidb_name, unsigned, primitive, logical, options)
     length = scale = None
     if tidb_name == "decimal":
-        # string mode carries no precision: the exact text is kept (see the README).
+        # string mode carries no precision: the exact text is kept (see docs/protocols.md).
         length = int(avro_type["precision"]) if logical else types.MAX_SPARK_DECIMAL_PRECISION + 1
         scale = int(avro_type.get("scale", 0)) if logical else None
     elif tidb_name == "bit":

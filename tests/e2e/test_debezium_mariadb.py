@@ -8,7 +8,7 @@ COLUMN, RENAME COLUMN, RENAME TABLE, CREATE and DROP TABLE) over most MariaDB co
 job runs on the topic without the TiDB extension, in offset order, and every Delta table must
 equal `SELECT * FROM` its MariaDB table, value for value.
 
-Representation differences the README names: DECIMAL travels as a double (the values here have
+Representation differences docs/protocols.md names: DECIMAL travels as a double (the values here have
 at most 15 significant digits, so they come back exact); TIME is text in the column's precision;
 BIT a number; TIMESTAMP an instant (the server runs in UTC).
 """

@@ -19,7 +19,7 @@ pytestmark = [
     ),
 ]
 
-# What Open Protocol cannot carry (README): DECIMAL precision (exact text), ENUM members (index).
+# What Open Protocol cannot carry (docs/protocols.md): DECIMAL precision (exact text), ENUM members (index).
 DEMO_TABLES = {
     "customers": "id INT, name STRING, balance STRING, signed_up TIMESTAMP, tier STRING",
     "orders": "order_no DECIMAL(20,0), customer_id INT, amount STRING, status STRING, "

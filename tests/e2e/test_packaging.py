@@ -66,7 +66,7 @@ def test_the_installed_wheel_does_not_bring_spark(cluster_python):
 
 
 def _installed_spark_submit_file(python: Path) -> str:
-    """The primary resource the wheel installed, as the README says to find it."""
+    """The primary resource the wheel installed, as docs/running.md says to find it."""
     # (run outside the checkout: `python -m` looks in the current folder first)
     found = subprocess.run([str(python), "-m", "ticdc_delta.jobs.spark_submit", "--path"], check=True, capture_output=True,
                            text=True, cwd=python.parent)
@@ -138,7 +138,7 @@ def test_spark_submit_runs_the_spark_engine_on_python_3_12(runtime_python, spark
         "--packages", f"{delta_package()},{kafka_source_package()}",
         "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
         "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        # cached across runs (the example in the README leaves Ivy at its defaults)
+        # cached across runs (the example in docs/running.md leaves Ivy at its defaults)
         "--conf", f"spark.jars.ivy={cache_dir() / 'ivy' / 'spark-submit'}",
         "--conf", "spark.ui.enabled=false",
         _installed_spark_submit_file(runtime_python),

@@ -53,7 +53,7 @@ def test_inline_schema_alone_without_ddl_or_extension():
     (first, *_) = [e for e in decode(decoder, feed) if isinstance(e, RowChange)]
     types = {c.name: c.spark_type for c in first.schema.columns}
     values = dict(zip(first.schema.column_names(), first.after, strict=True))
-    # What the Connect schema cannot tell (README): DECIMAL is a double, BIGINT UNSIGNED an
+    # What the Connect schema cannot tell (docs/protocols.md): DECIMAL is a double, BIGINT UNSIGNED an
     # int64 (so 2^64-1 reads -1), TINYINT an int16, binary strings text (base64).
     assert types["price"] == "DOUBLE" and values["price"] == pytest.approx(-123456789.125)
     assert types["id"] == "BIGINT" and values["id"] == -1
