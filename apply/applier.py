@@ -39,6 +39,7 @@ from ticdc_delta.apply.progress import AppliedPoint, PendingBackfill
 from ticdc_delta.apply.staged_run import StagedRun, key_signature
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Removal, Tombstones
+from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import (
     Event,
     Ordering,
@@ -49,7 +50,6 @@ from ticdc_delta.schema_cache.events import (
     TableSchema,
     Watermark,
 )
-from ticdc_delta.schema_cache.exceptions import ApplyError
 
 log = logging.getLogger(__name__)
 

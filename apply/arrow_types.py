@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ticdc_delta.schema_cache.exceptions import ApplyError
+from ticdc_delta.exceptions import ApplyError
 
 # Spark types a MERGE source carries as another type (the statement converts them: apply.delta_writer).
 _SOURCE_TYPES = {"VARIANT": "STRING"}

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ticdc_delta.apply.progress import AppliedVersion, applied_history
-from ticdc_delta.schema_cache.exceptions import ApplyError
+from ticdc_delta.exceptions import ApplyError
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 # Commits that change neither rows nor structure: a version before them holds on across them.

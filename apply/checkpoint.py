@@ -36,8 +36,8 @@ from ticdc_delta.apply.internal_tables import append_internal_rows, vacuum_inter
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.progress import is_missing_table
 from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.exceptions import ConcurrentCommitError, MaterializerError
 from ticdc_delta.schema_cache.events import TopicPartition
-from ticdc_delta.schema_cache.exceptions import ConcurrentCommitError, MaterializerError
 
 log = logging.getLogger(__name__)
 

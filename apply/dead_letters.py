@@ -21,8 +21,8 @@ from ticdc_delta.apply.internal_tables import ensure_internal_table
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.progress import is_missing_table
 from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.schema_cache.events import Position
-from ticdc_delta.schema_cache.exceptions import DecodeError
 
 _TABLE = "dead_letters"
 _COLUMNS = (

@@ -26,8 +26,8 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import Column, Op, RowChange, TableName, TableSchema
-from ticdc_delta.schema_cache.exceptions import ApplyError
 
 VALID_FROM = "valid_from_commit_ts"
 VALID_TO = "valid_to_commit_ts"

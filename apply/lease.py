@@ -60,7 +60,7 @@ from contextlib import contextmanager
 
 from ticdc_delta.apply.lease_store import LeaseRecord, LeaseStore, micros, shown
 from ticdc_delta.apply.process_identity import process_gone, processes_identity
-from ticdc_delta.schema_cache.exceptions import ApplyError, LeaseHeldError, LeaseLostError
+from ticdc_delta.exceptions import ApplyError, LeaseHeldError, LeaseLostError
 
 log = logging.getLogger(__name__)
 

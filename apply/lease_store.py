@@ -15,7 +15,7 @@ from ticdc_delta.apply.internal_tables import ensure_internal_table
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.progress import is_missing_table
 from ticdc_delta.apply.sql_session import SqlSession, is_commit_conflict
-from ticdc_delta.schema_cache.exceptions import ApplyError
+from ticdc_delta.exceptions import ApplyError
 
 log = logging.getLogger(__name__)
 

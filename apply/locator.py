@@ -15,8 +15,8 @@ from typing import Protocol
 from urllib.parse import urlparse
 
 from ticdc_delta.apply.identifiers import catalog_name, path_segment, quote, quote_parts
+from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import TableName
-from ticdc_delta.schema_cache.exceptions import ApplyError
 
 
 class TableLocator(Protocol):

@@ -28,8 +28,8 @@ from pyspark.errors import AnalysisException
 
 from ticdc_delta.apply.spark_errors import error_condition
 from ticdc_delta.apply.sql_session import CommitTags, SqlSession
+from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import TopicPartition
-from ticdc_delta.schema_cache.exceptions import ApplyError
 
 log = logging.getLogger(__name__)
 

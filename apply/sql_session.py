@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ticdc_delta.apply.spark_errors import error_condition
-from ticdc_delta.schema_cache.exceptions import ConcurrentCommitError
+from ticdc_delta.exceptions import ConcurrentCommitError
 
 log = logging.getLogger(__name__)
 

@@ -40,8 +40,8 @@ from ticdc_delta.apply.internal_tables import ensure_internal_table, vacuum_inte
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.apply.staged_run import Release, StagedRun, fold_key_deletes
+from ticdc_delta.exceptions import ApplyError, ConcurrentCommitError, MaterializerError
 from ticdc_delta.schema_cache.events import Ordering, RawMessage, SchemaChange, TableName, TableSchema, TopicPartition
-from ticdc_delta.schema_cache.exceptions import ApplyError, ConcurrentCommitError, MaterializerError
 from ticdc_delta.schema_cache.serialized import dump_event, dump_row, load_event, load_row, schema_ref
 from ticdc_delta.schema_cache.staged_decoding import MESSAGE, ROW, SCHEMA, STAGED_FIELDS
 

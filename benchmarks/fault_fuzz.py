@@ -31,8 +31,8 @@ from pathlib import Path
 
 from tests import hostile
 from tests.registry_server import FakeSchemaRegistry
+from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.schema_cache.events import RawMessage
-from ticdc_delta.schema_cache.exceptions import DecodeError
 
 # How often each mutation is picked (where it applies). The cheap byte-level ones dominate so a million
 # messages stay within minutes; structural ones (JSON/Avro re-encoding, 1 MiB fields, 100k-deep nesting)

@@ -16,10 +16,10 @@ from ticdc_delta.apply.as_of import ConsistentRead, commit_ts_at, consistent_rea
 from ticdc_delta.apply.progress import upstream_time
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.apply.table_registry import TableRegistry
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.pipeline import locator_for
 from ticdc_delta.schema_cache.events import TableName
-from ticdc_delta.schema_cache.exceptions import ConfigError
 
 
 def parse_point(commit_ts: int | None, time: str | None) -> int:

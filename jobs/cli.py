@@ -36,8 +36,7 @@ import sys
 import threading
 from typing import NoReturn
 
-from ticdc_delta.jobs import config as config_module
-from ticdc_delta.schema_cache.exceptions import (
+from ticdc_delta.exceptions import (
     AuthenticationError,
     ConfigError,
     DecodeError,
@@ -46,6 +45,7 @@ from ticdc_delta.schema_cache.exceptions import (
     MaterializerError,
     SparkStartError,
 )
+from ticdc_delta.jobs import config as config_module
 
 log = logging.getLogger("ticdc_delta")
 

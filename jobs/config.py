@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 from ticdc_delta.apply.history import HistoryChoice
 from ticdc_delta.apply.table_features import COMPATIBLE
 from ticdc_delta.apply.table_features import SETTINGS as TABLE_FEATURE_SETTINGS
-from ticdc_delta.schema_cache.exceptions import ConfigError
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.schema_cache.options import ProtocolOptions, require_bool, require_choice, require_positive
 from ticdc_delta.schema_cache.protocols import protocol_options
 from ticdc_delta.schema_cache.simple.options import SimpleOptions

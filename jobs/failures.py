@@ -1,6 +1,6 @@
 """What a failure outside the product's own errors means to the user: one line, and an exit status.
 
-The product's own errors (`schema_cache.exceptions`) already name cause and remedy. What is left comes
+The product's own errors (`ticdc_delta.exceptions`) already name cause and remedy. What is left comes
 from Spark, Delta, the JVM or the file system, with a trace of a hundred lines whose cause is at the
 end; the command line logs this module's one line instead (the trace at DEBUG).
 """

@@ -23,10 +23,10 @@ from typing import TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 
+from ticdc_delta.exceptions import KafkaAuthenticationError, KafkaUnreachableError, SourceError
 from ticdc_delta.jobs.config import KafkaConfig
 from ticdc_delta.jobs.kafka_log import librdkafka_logger
 from ticdc_delta.schema_cache.events import RawMessage, TopicPartition
-from ticdc_delta.schema_cache.exceptions import KafkaAuthenticationError, KafkaUnreachableError, SourceError
 
 log = logging.getLogger(__name__)
 

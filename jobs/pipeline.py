@@ -40,6 +40,7 @@ from ticdc_delta.apply.metrics_table import BatchRecord, MetricsTable
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Tombstones
+from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.batch_metrics import MetricsRecorder, commit_ts_lag_ms, offset_lag
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.kafka_source import KafkaSource
@@ -47,7 +48,6 @@ from ticdc_delta.jobs.live_progress import ProgressLine
 from ticdc_delta.jobs.runtime import check_session
 from ticdc_delta.schema_cache.decoder import Decoder
 from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TopicPartition
-from ticdc_delta.schema_cache.exceptions import DecodeError
 
 log = logging.getLogger(__name__)
 

@@ -21,12 +21,12 @@ from ticdc_delta.apply.dead_letters import DeadLetter, DeadLetterTable
 from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.replay import REFUSED, Decision, Scan, apply_replay, plan_replay, still_held
 from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.pipeline import locator_for
 from ticdc_delta.jobs.topic_reader import TopicReader
 from ticdc_delta.schema_cache.decoder import Decoder
 from ticdc_delta.schema_cache.events import Position, TableName
-from ticdc_delta.schema_cache.exceptions import DecodeError
 
 log = logging.getLogger(__name__)
 

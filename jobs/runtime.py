@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ticdc_delta.apply.sql_session import spark_version
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import Config
-from ticdc_delta.schema_cache.exceptions import ConfigError
 
 
 def check_session(config: Config, spark) -> None:

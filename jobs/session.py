@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from ticdc_delta.exceptions import SparkStartError
 from ticdc_delta.jobs.paths import cache_dir
-from ticdc_delta.schema_cache.exceptions import SparkStartError
 
 log = logging.getLogger(__name__)
 

@@ -29,6 +29,7 @@ from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.progress import AppliedPoint, applied_history
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.apply.table_registry import TableRegistry
+from ticdc_delta.exceptions import ConfigError, InvalidMessage, MaterializerError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.pipeline import locator_for
 from ticdc_delta.jobs.snapshot_rows import RowSpec, typed_batches
@@ -37,7 +38,6 @@ from ticdc_delta.schema_cache.dumpling.create_table import parse_create_table
 from ticdc_delta.schema_cache.dumpling.layout import ExportTable, export_tables, snapshot_tso
 from ticdc_delta.schema_cache.dumpling.values import CsvDialect, csv_records, sql_columns
 from ticdc_delta.schema_cache.events import Ordering, TableName
-from ticdc_delta.schema_cache.exceptions import ConfigError, InvalidMessage, MaterializerError
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ticdc_delta.apply.arrow_types import arrow_type
+from ticdc_delta.exceptions import InvalidMessage
 from ticdc_delta.schema_cache.codec import RowCodec
 from ticdc_delta.schema_cache.dumpling.values import CsvDialect, csv_records, sql_records
-from ticdc_delta.schema_cache.exceptions import InvalidMessage
 
 
 @dataclass(frozen=True)

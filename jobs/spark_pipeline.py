@@ -31,10 +31,10 @@ from pyspark.errors import AnalysisException
 from ticdc_delta.apply.applier import ApplySummary
 from ticdc_delta.apply.staged_run import StagedRun
 from ticdc_delta.apply.staging import StagingTable
+from ticdc_delta.exceptions import ConfigError, DecodeError
 from ticdc_delta.jobs.pipeline import Pipeline, RunResult
 from ticdc_delta.jobs.spark_source import kafka_frame
 from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TopicPartition, Watermark
-from ticdc_delta.schema_cache.exceptions import ConfigError, DecodeError
 from ticdc_delta.schema_cache.staged_decoding import STAGED_FIELDS, WorkerSpec, decode_arrow
 
 log = logging.getLogger(__name__)

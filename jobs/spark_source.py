@@ -12,9 +12,9 @@ import json
 import logging
 from collections.abc import Mapping
 
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import KafkaConfig
 from ticdc_delta.schema_cache.events import TopicPartition
-from ticdc_delta.schema_cache.exceptions import ConfigError
 
 log = logging.getLogger(__name__)
 

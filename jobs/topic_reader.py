@@ -11,10 +11,10 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from ticdc_delta.exceptions import SourceError
 from ticdc_delta.jobs.config import KafkaConfig
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.schema_cache.events import RawMessage, TopicPartition
-from ticdc_delta.schema_cache.exceptions import SourceError
 
 _POLL_MESSAGES = 10_000
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ticdc_delta.exceptions import InvalidMessage, ValueConversionError
 from ticdc_delta.schema_cache import types
 from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
-from ticdc_delta.schema_cache.exceptions import InvalidMessage, ValueConversionError
 
 Converter = Callable[[object], object]
 

@@ -9,8 +9,8 @@ import struct
 from collections.abc import Callable
 from typing import Protocol
 
+from ticdc_delta.exceptions import DecodeError, InvalidMessage
 from ticdc_delta.schema_cache.events import Event, Ordering, RawMessage, TableSchema
-from ticdc_delta.schema_cache.exceptions import DecodeError, InvalidMessage
 from ticdc_delta.schema_cache.parking import ParkedMessage
 
 

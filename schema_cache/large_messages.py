@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import cramjam
 import fsspec
 
-from ticdc_delta.schema_cache.exceptions import ConfigError, InvalidMessage
+from ticdc_delta.exceptions import ConfigError, InvalidMessage
 
 COMPRESSIONS = ("none", "lz4", "snappy")
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.schema_cache.events import Ordering
-from ticdc_delta.schema_cache.exceptions import ConfigError
 
 if TYPE_CHECKING:
     from ticdc_delta.schema_cache.decoder import Decoder

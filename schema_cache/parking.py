@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from ticdc_delta.exceptions import DecodeError, SchemaNotFoundError
 from ticdc_delta.schema_cache.events import Event, Position, RawMessage, TableName
-from ticdc_delta.schema_cache.exceptions import DecodeError, SchemaNotFoundError
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,8 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.schema_cache.decoder import Decoder
-from ticdc_delta.schema_cache.exceptions import ConfigError
 from ticdc_delta.schema_cache.options import ProtocolOptions, option_key
 from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 

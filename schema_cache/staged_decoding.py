@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from ticdc_delta.exceptions import DecodeError, SchemaNotShipped
 from ticdc_delta.schema_cache.decoder import Decoder
 from ticdc_delta.schema_cache.events import RawMessage, RowChange, TableSchema
-from ticdc_delta.schema_cache.exceptions import DecodeError, SchemaNotShipped
 from ticdc_delta.schema_cache.options import ProtocolOptions
 from ticdc_delta.schema_cache.serialized import dump_event, dump_row, schema_ref
 from ticdc_delta.schema_cache.types import TypeOptions

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ticdc_delta.schema_cache.exceptions import ConfigError, ValueConversionError
+from ticdc_delta.exceptions import ConfigError, ValueConversionError
 
 # Spark's DecimalType tops out at 38 digits.
 MAX_SPARK_DECIMAL_PRECISION = 38

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 import orjson
 
+from ticdc_delta.exceptions import InvalidMessage
 from ticdc_delta.schema_cache import types
 from ticdc_delta.schema_cache.canal.mysql_type import parse_mysql_type
 from ticdc_delta.schema_cache.canal.options import CanalJsonOptions
@@ -36,7 +37,6 @@ from ticdc_delta.schema_cache.events import (
     TableName,
     Watermark,
 )
-from ticdc_delta.schema_cache.exceptions import InvalidMessage
 from ticdc_delta.schema_cache.large_messages import handle_key_only
 from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
+from ticdc_delta.exceptions import InvalidMessage
 from ticdc_delta.schema_cache import types
-from ticdc_delta.schema_cache.exceptions import InvalidMessage
 
 _TYPE = re.compile(r"\s*([a-z_]+)\s*(?:\((.*)\))?\s*(.*)$", re.IGNORECASE | re.DOTALL)
 _MEMBER = re.compile(r"'((?:[^']|'')*)'")

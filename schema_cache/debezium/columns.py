@@ -27,9 +27,9 @@ import decimal
 import re
 from collections.abc import Callable, Mapping
 
+from ticdc_delta.exceptions import InvalidMessage
 from ticdc_delta.schema_cache import types
 from ticdc_delta.schema_cache.codec import ColumnCodec, Converter, ValueContext
-from ticdc_delta.schema_cache.exceptions import InvalidMessage
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)

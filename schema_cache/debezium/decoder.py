@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 
 import orjson
 
+from ticdc_delta.exceptions import DecodeError, InvalidMessage
 from ticdc_delta.schema_cache.codec import ColumnCodec, RowCodec, ValueContext, column_default
 from ticdc_delta.schema_cache.ddl_text import renamed_from
 from ticdc_delta.schema_cache.debezium.columns import debezium_value, resolve_type
@@ -48,7 +49,6 @@ from ticdc_delta.schema_cache.events import (
     TableName,
     Watermark,
 )
-from ticdc_delta.schema_cache.exceptions import DecodeError, InvalidMessage
 from ticdc_delta.schema_cache.parking import ParkedMessage, ParkingLot
 from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ticdc_delta.exceptions import InvalidMessage
 from ticdc_delta.schema_cache import types
 from ticdc_delta.schema_cache.canal.mysql_type import parse_mysql_type
 from ticdc_delta.schema_cache.codec import ColumnCodec, RowCodec, ValueContext, column_default
 from ticdc_delta.schema_cache.dumpling.values import dumpling_value
 from ticdc_delta.schema_cache.events import TableName
-from ticdc_delta.schema_cache.exceptions import InvalidMessage
 
 _TOKEN = re.compile(
     r"""\s*(?:

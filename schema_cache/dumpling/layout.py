@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.schema_cache.events import TableName
-from ticdc_delta.schema_cache.exceptions import ConfigError
 
 # `Pos:` under `SHOW MASTER STATUS:` (or `SHOW BINARY LOG STATUS:` on newer servers): the TSO on TiDB.
 _POSITION = re.compile(r"^SHOW (?:MASTER|BINARY LOG) STATUS:.*?^\s*Pos:\s*(\S+)\s*$", re.MULTILINE | re.DOTALL)

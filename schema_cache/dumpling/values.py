@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ticdc_delta.exceptions import InvalidMessage
 from ticdc_delta.schema_cache import types
 from ticdc_delta.schema_cache.codec import ColumnCodec, Converter, ValueContext
-from ticdc_delta.schema_cache.exceptions import InvalidMessage
 
 _ESCAPES = {ord("0"): b"\0", ord("b"): b"\b", ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t", ord("Z"): b"\x1a"}
 _BACKSLASH = ord("\\")

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping
 
 import orjson
 
+from ticdc_delta.exceptions import InvalidMessage
 from ticdc_delta.schema_cache import types
 from ticdc_delta.schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, text_value
 from ticdc_delta.schema_cache.ddl_text import renamed_from
@@ -39,7 +40,6 @@ from ticdc_delta.schema_cache.events import (
     TableName,
     Watermark,
 )
-from ticdc_delta.schema_cache.exceptions import InvalidMessage
 from ticdc_delta.schema_cache.large_messages import handle_key_only
 from ticdc_delta.schema_cache.open_protocol.options import OpenProtocolOptions
 from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions

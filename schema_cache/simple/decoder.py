@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 import orjson
 
+from ticdc_delta.exceptions import DecodeError, InvalidMessage
 from ticdc_delta.schema_cache.codec import RowCodec, ValueContext
 from ticdc_delta.schema_cache.ddl_text import renamed_from
 from ticdc_delta.schema_cache.decoder import decoding, read_commit_ts, require_handle_key
@@ -29,7 +30,6 @@ from ticdc_delta.schema_cache.events import (
     TableName,
     Watermark,
 )
-from ticdc_delta.schema_cache.exceptions import DecodeError, InvalidMessage
 from ticdc_delta.schema_cache.large_messages import handle_key_only
 from ticdc_delta.schema_cache.parking import ParkedMessage, ParkingLot
 from ticdc_delta.schema_cache.simple import avro

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 import fastavro
 from fastavro.schema import SchemaParseException
 
+from ticdc_delta.exceptions import InvalidMessage
 from ticdc_delta.schema_cache.codec import RowCodec, ValueContext
 from ticdc_delta.schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
 from ticdc_delta.schema_cache.events import (
@@ -38,7 +39,6 @@ from ticdc_delta.schema_cache.events import (
     TableName,
     TableSchema,
 )
-from ticdc_delta.schema_cache.exceptions import InvalidMessage
 from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions
 from ticdc_delta.schema_cache.ticdc_avro.registry import SchemaRegistry
 from ticdc_delta.schema_cache.ticdc_avro.table_schema import BEFORE_FIELD, key_columns, parse_value_schema, table_name

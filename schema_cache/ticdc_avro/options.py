@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlparse
 
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.schema_cache.events import Ordering
-from ticdc_delta.schema_cache.exceptions import ConfigError
 from ticdc_delta.schema_cache.options import (
     ProtocolOptions,
     option_key,

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from confluent_kafka.schema_registry import SchemaRegistryClient, SchemaRegistryError
 
-from ticdc_delta.schema_cache.exceptions import (
+from ticdc_delta.exceptions import (
     ConfigError,
     RegistryAuthenticationError,
     RegistryError,

@@ -15,10 +15,10 @@ import base64
 import dataclasses
 from collections.abc import Mapping
 
+from ticdc_delta.exceptions import InvalidMessage
 from ticdc_delta.schema_cache import types
 from ticdc_delta.schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, as_is, text_value
 from ticdc_delta.schema_cache.events import TableName
-from ticdc_delta.schema_cache.exceptions import InvalidMessage
 from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions
 
 EXTENSION_FIELDS = (

@@ -14,11 +14,11 @@ from tests.support import assert_table, publish, run_job
 from ticdc_delta.apply.checkpoint import CheckpointStore
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.exceptions import KafkaUnreachableError
 from ticdc_delta.jobs import config as config_module
 from ticdc_delta.jobs.config import KafkaConfig
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.pipeline import Pipeline
-from ticdc_delta.schema_cache.exceptions import KafkaUnreachableError
 
 pytestmark = pytest.mark.e2e
 

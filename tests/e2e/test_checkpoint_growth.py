@@ -17,8 +17,8 @@ from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore, Retention
 from ticdc_delta.apply.dead_letters import DeadLetterTable
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.apply.staging import StagingTable
+from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.schema_cache.events import Ordering, Position, TopicPartition
-from ticdc_delta.schema_cache.exceptions import DecodeError
 from ticdc_delta.schema_cache.staged_decoding import STAGED_FIELDS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(

@@ -19,6 +19,7 @@ from ticdc_delta.apply.locator import CatalogLocator, PathLocator
 from ticdc_delta.apply.progress import AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
 from ticdc_delta.apply.sql_session import spark_version
 from ticdc_delta.apply.table_features import COMPATIBLE, FULL
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs import config as config_module
 from ticdc_delta.jobs.runtime import check_session
 from ticdc_delta.schema_cache.events import (
@@ -31,7 +32,6 @@ from ticdc_delta.schema_cache.events import (
     TableName,
     TableSchema,
 )
-from ticdc_delta.schema_cache.exceptions import ConfigError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
     "schema evolution is Delta's: type widening, column mapping and rewrites differ between Delta 3.3 and 4.4"

@@ -11,7 +11,7 @@ from testbed.demo import demo_changefeed
 from testbed.tables import column
 from tests.support import assert_table, publish, run_job, spark_variant, staged_rows, table_frame, table_version
 from tests.workloads import DDL_EVOLUTION_TABLES, DEMO_TABLE_DDLS, ITEMS_DDL, ddl_evolution, item, items_feed
-from ticdc_delta.schema_cache.exceptions import DecodeError
+from ticdc_delta.exceptions import DecodeError
 
 pytestmark = pytest.mark.e2e
 

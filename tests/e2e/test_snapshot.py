@@ -21,11 +21,11 @@ from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.apply.progress import applied_history
 from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.jobs import cli
 from ticdc_delta.jobs.snapshot import ExportFormat, SnapshotLoader
 from ticdc_delta.schema_cache.dumpling.create_table import parse_create_table
 from ticdc_delta.schema_cache.events import TableName
-from ticdc_delta.schema_cache.exceptions import ApplyError
 
 pytestmark = [pytest.mark.e2e]
 

@@ -12,7 +12,7 @@ from testbed.tables import column
 from tests.support import publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
 from ticdc_delta.apply.progress import applied_history, read_as_of, upstream_time, version_as_of
-from ticdc_delta.schema_cache.exceptions import ApplyError
+from ticdc_delta.exceptions import ApplyError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
     "DESCRIBE HISTORY and time travel as each Delta release records them"

@@ -8,8 +8,8 @@ import pytest
 
 from ticdc_delta.apply.as_of import ExactSpan, commit_ts_at, consistent_point, exact_spans
 from ticdc_delta.apply.progress import AppliedPoint, AppliedVersion, PendingBackfill, upstream_time
+from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import TopicPartition
-from ticdc_delta.schema_cache.exceptions import ApplyError
 
 _AT = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 

@@ -17,16 +17,16 @@ from testbed.encoders.ticdc_avro import TiCDCAvroWriter
 from testbed.tables import column, table_schema
 from testbed.tls import LocalCa
 from tests.registry_server import FakeSchemaRegistry
-from ticdc_delta.jobs.config import KafkaConfig
-from ticdc_delta.jobs.kafka_source import KafkaSource
-from ticdc_delta.schema_cache.events import RawMessage
-from ticdc_delta.schema_cache.exceptions import (
+from ticdc_delta.exceptions import (
     AuthenticationError,
     KafkaAuthenticationError,
     KafkaUnreachableError,
     RegistryAuthenticationError,
     RegistryUnavailableError,
 )
+from ticdc_delta.jobs.config import KafkaConfig
+from ticdc_delta.jobs.kafka_source import KafkaSource
+from ticdc_delta.schema_cache.events import RawMessage
 from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
 from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS
 

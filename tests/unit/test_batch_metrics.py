@@ -10,6 +10,7 @@ import pytest
 
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.metrics_table import COLUMNS, BatchRecord
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs import batch_metrics, config
 from ticdc_delta.jobs.batch_metrics import (
     METRICS_LOGGER,
@@ -19,7 +20,6 @@ from ticdc_delta.jobs.batch_metrics import (
     tso_physical_ms,
 )
 from ticdc_delta.schema_cache.events import TableName, TopicPartition
-from ticdc_delta.schema_cache.exceptions import ConfigError
 
 UTC = dt.timezone.utc
 MINIMAL = {"kafka": {"topics": ["cdc"]}, "target": {"path": "/tmp/t"}}

@@ -12,6 +12,7 @@ from testbed.encoders.canal import CanalJsonWriter
 from testbed.encoders.large_messages import compress
 from testbed.tables import column
 from tests.decoding import ROW, canal_decoder, decode, rows, workload
+from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.schema_cache.canal.mysql_type import parse_mysql_type
 from ticdc_delta.schema_cache.ddl_text import renamed_from
 from ticdc_delta.schema_cache.events import (
@@ -23,7 +24,6 @@ from ticdc_delta.schema_cache.events import (
     TableName,
     Watermark,
 )
-from ticdc_delta.schema_cache.exceptions import DecodeError
 from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
 from ticdc_delta.schema_cache.types import TiDBType
 

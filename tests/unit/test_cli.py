@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
+from ticdc_delta.exceptions import LeaseHeldError, LeaseLostError
 from ticdc_delta.jobs import cli
 from ticdc_delta.jobs.cli import exit_status
-from ticdc_delta.schema_cache.exceptions import LeaseHeldError, LeaseLostError
 
 
 def test_bad_configuration_exits_2_naming_the_key(caplog, tmp_path):

@@ -11,9 +11,9 @@ from testbed.encoders.canal import CanalJsonWriter
 from testbed.encoders.debezium import DebeziumWriter
 from testbed.encoders.open_protocol import OpenProtocolWriter
 from tests.decoding import canal_decoder, debezium_decoder, decode, open_decoder, workload
+from ticdc_delta.exceptions import InvalidMessage, ValueConversionError
 from ticdc_delta.schema_cache.codec import ColumnCodec, RowCodec, ValueContext, text_value
 from ticdc_delta.schema_cache.events import RowChange, TableName
-from ticdc_delta.schema_cache.exceptions import InvalidMessage, ValueConversionError
 from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
 from ticdc_delta.schema_cache.types import TiDBType
 

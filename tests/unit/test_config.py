@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs import config
-from ticdc_delta.schema_cache.exceptions import ConfigError
 
 MINIMAL = {"kafka": {"topics": ["cdc"]}, "target": {"path": "/data/delta"}}
 

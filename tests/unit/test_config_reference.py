@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs import config, config_reference
-from ticdc_delta.schema_cache.exceptions import ConfigError
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -20,7 +20,7 @@ from tests.conformance import (
     raw_message,
     registering,
 )
-from ticdc_delta.schema_cache.exceptions import DecodeError
+from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.schema_cache.protocols import create_decoder, protocol_options
 
 FIXTURES = load_fixtures()

@@ -13,6 +13,7 @@ from testbed.changefeed import Changefeed
 from testbed.encoders.debezium import DebeziumWriter
 from testbed.tables import column
 from tests.decoding import ROW, debezium_decoder, decode, rows, workload
+from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.schema_cache.debezium.decoder import parse_table_ids
 from ticdc_delta.schema_cache.events import (
     Op,
@@ -24,7 +25,6 @@ from ticdc_delta.schema_cache.events import (
     TableName,
     Watermark,
 )
-from ticdc_delta.schema_cache.exceptions import DecodeError
 from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
 
 

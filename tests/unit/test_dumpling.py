@@ -14,12 +14,12 @@ import pytest
 from testbed.changefeed import Changefeed
 from testbed.dumpling import _csv_field, _sql_value, create_table, file_name_part
 from tests.decoding import COLUMNS, ROW
+from ticdc_delta.exceptions import ConfigError, InvalidMessage
 from ticdc_delta.schema_cache.codec import ValueContext
 from ticdc_delta.schema_cache.dumpling.create_table import parse_create_table
 from ticdc_delta.schema_cache.dumpling.layout import export_tables, snapshot_tso
 from ticdc_delta.schema_cache.dumpling.values import CsvDialect, csv_records, sql_columns, sql_records
 from ticdc_delta.schema_cache.events import TableName
-from ticdc_delta.schema_cache.exceptions import ConfigError, InvalidMessage
 
 UTC = dt.timezone.utc
 

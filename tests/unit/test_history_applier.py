@@ -10,8 +10,8 @@ from tests.recording_writer import Crash, RecordingWriter, Tombstones, insert, s
 from ticdc_delta.apply.applier import Applier
 from ticdc_delta.apply.history import HistoryChoice
 from ticdc_delta.apply.progress import AppliedPoint
+from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName
-from ticdc_delta.schema_cache.exceptions import ApplyError
 
 ITEMS, GOODS = TableName("shop", "items"), TableName("shop", "goods")
 ITEMS_HISTORY, GOODS_HISTORY = TableName("shop_history", "items"), TableName("shop_history", "goods")

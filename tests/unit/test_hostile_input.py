@@ -41,8 +41,8 @@ from hypothesis import strategies as st
 
 from tests import hostile
 from tests.registry_server import FakeSchemaRegistry
+from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.schema_cache.events import RawMessage
-from ticdc_delta.schema_cache.exceptions import DecodeError
 
 # Hypothesis also caches the constants it finds in our sources in its storage directory (./.hypothesis by
 # default, whatever the database setting): keep that out of the checkout. Read lazily, so set before any example.

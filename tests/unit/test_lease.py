@@ -17,7 +17,7 @@ import pytest
 from ticdc_delta.apply.lease import ConsumerLease
 from ticdc_delta.apply.lease_store import LeaseRecord
 from ticdc_delta.apply.process_identity import process_gone, process_identity, processes_identity
-from ticdc_delta.schema_cache.exceptions import ApplyError, LeaseHeldError, LeaseLostError
+from ticdc_delta.exceptions import ApplyError, LeaseHeldError, LeaseLostError
 
 
 class _Time:

@@ -13,6 +13,7 @@ from testbed.changefeed import Changefeed
 from testbed.encoders.open_protocol import OpenProtocolWriter, go_quote
 from testbed.tables import column
 from tests.decoding import ROW, decode, open_decoder, rows, workload
+from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.schema_cache.events import (
     Op,
     Ordering,
@@ -23,7 +24,6 @@ from ticdc_delta.schema_cache.events import (
     TableName,
     Watermark,
 )
-from ticdc_delta.schema_cache.exceptions import DecodeError
 from ticdc_delta.schema_cache.open_protocol.decoder import go_unquote
 from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
 

@@ -12,6 +12,7 @@ import pytest
 
 from testbed.encoders.simple import SimpleJsonWriter
 from testbed.tables import column, table_schema, timestamp
+from ticdc_delta.exceptions import ConfigError, DecodeError, SchemaNotFoundError
 from ticdc_delta.schema_cache.events import (
     Op,
     RawMessage,
@@ -21,7 +22,6 @@ from ticdc_delta.schema_cache.events import (
     TableName,
     Watermark,
 )
-from ticdc_delta.schema_cache.exceptions import ConfigError, DecodeError, SchemaNotFoundError
 from ticdc_delta.schema_cache.protocols import create_decoder, protocol_options
 from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
 from ticdc_delta.schema_cache.simple.options import SimpleOptions

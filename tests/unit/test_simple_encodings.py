@@ -10,8 +10,8 @@ import pytest
 
 from testbed.encoders.simple import SimpleAvroWriter, SimpleJsonWriter, unsigned_bigint
 from testbed.tables import column, table_schema, timestamp
+from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.schema_cache.events import RawMessage, RowChange, SchemaChange, Watermark
-from ticdc_delta.schema_cache.exceptions import DecodeError
 from ticdc_delta.schema_cache.simple import avro
 from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
 from ticdc_delta.schema_cache.simple.options import SimpleOptions

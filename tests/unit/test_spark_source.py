@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs import config as config_module
 from ticdc_delta.jobs.spark_pipeline import _Ranges, plan_ranges
 from ticdc_delta.jobs.spark_source import java_properties
 from ticdc_delta.schema_cache.events import TopicPartition
-from ticdc_delta.schema_cache.exceptions import ConfigError
 
 
 def _kafka(properties=None, java=None):

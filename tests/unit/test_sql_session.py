@@ -6,7 +6,7 @@ import pytest
 from delta.exceptions import ConcurrentAppendException
 
 from ticdc_delta.apply.sql_session import CommitTags, SqlSession, is_commit_conflict
-from ticdc_delta.schema_cache.exceptions import ConcurrentCommitError, LeaseLostError
+from ticdc_delta.exceptions import ConcurrentCommitError, LeaseLostError
 
 
 class _Conflict(ConcurrentAppendException):

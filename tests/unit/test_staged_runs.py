@@ -9,6 +9,7 @@ from tests.recording_writer import RecordingWriter, Tombstones, insert
 from ticdc_delta.apply.applier import Applier
 from ticdc_delta.apply.staged_run import StagedRun, fold_key_deletes
 from ticdc_delta.apply.staging import _batch_images, _key_slots
+from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import (
     Column,
     Position,
@@ -18,7 +19,6 @@ from ticdc_delta.schema_cache.events import (
     TableSchema,
     TopicPartition,
 )
-from ticdc_delta.schema_cache.exceptions import ApplyError
 from ticdc_delta.schema_cache.serialized import dump_row
 
 ITEMS = TableName("shop", "items")

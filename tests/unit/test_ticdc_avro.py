@@ -20,8 +20,8 @@ from testbed.encoders.ticdc_avro import TiCDCAvroWriter
 from testbed.tables import column, table_schema
 from tests.decoding import avro_decoder
 from tests.registry_server import FakeSchemaRegistry
+from ticdc_delta.exceptions import DecodeError, RegistryAuthenticationError, RegistryUnavailableError
 from ticdc_delta.schema_cache.events import Op, Ordering, RawMessage, RowChange, SchemaChange, TableName
-from ticdc_delta.schema_cache.exceptions import DecodeError, RegistryAuthenticationError, RegistryUnavailableError
 from ticdc_delta.schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
 
 UTC = dt.timezone.utc

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from ticdc_delta.schema_cache.exceptions import ValueConversionError
+from ticdc_delta.exceptions import ValueConversionError
 from ticdc_delta.schema_cache.types import TiDBType, default_value, spark_type, text_converter, timestamp_in_zone
 
 

@@ -1,7 +1,8 @@
 """Every error this project raises on purpose, in one hierarchy.
 
-`schema_cache` is the bottom layer every other package depends on, so the
-whole hierarchy lives here; `apply` and `jobs` raise these classes.
+At the package's root, beside no layer: decoding (`schema_cache`) raises the bad-input and
+configuration errors, applying (`apply`) the lease and apply errors, the jobs (`jobs`) the rest, and a
+caller catches any of them as `MaterializerError` without importing a layer it does not use.
 
 One raising style for bad input: code that picks a message apart raises
 `InvalidMessage` (it does not know where the message came from); the decoder
