@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ticdc_delta.apply.collapse import NetChange, collapse
-from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.delta_writer import ADDITIVE_ONLY, DeltaWriter, Evolution
 from ticdc_delta.apply.history import IS_CURRENT, HistoryChoice, history_schema, history_source
 from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.metrics import PhaseTimes
@@ -393,10 +393,10 @@ class Applier:
             self._writer.create(history, history_schema(schema), None, replace=False)
             state.exists = True
         elif structure_open is not None:
-            self._writer.evolve(history, history_schema(schema), None, statement=structure_open, keep_dropped=True,
-                                defaults_where=_CURRENT_STATES)
+            self._writer.evolve(history, history_schema(schema), None,
+                                Evolution(structure_open, keep_dropped=True, defaults_where=_CURRENT_STATES))
         else:
-            self._writer.evolve(history, history_schema(schema), None, additive_only=True)
+            self._writer.evolve(history, history_schema(schema), None, ADDITIVE_ONLY)
         state.aligned_to = schema
         state.columns = None
 
@@ -515,13 +515,13 @@ class Applier:
             self._writer.create(table, schema, None, replace=False)
             state.exists = state.empty = True
         else:
-            self._writer.evolve(table, schema, None, additive_only=True)
+            self._writer.evolve(table, schema, None, ADDITIVE_ONLY)
         state.aligned_to = schema
         state.columns = None
 
     def _take_structure(self, table: TableName, state: _TableState, schema: TableSchema) -> None:
         """The first rows after a DDL that carried no structure: theirs is the table's now."""
-        self._writer.evolve(table, schema, None, statement=state.structure_open or "")
+        self._writer.evolve(table, schema, None, Evolution(state.structure_open or ""))
         state.structure_open = None
         state.aligned_to = schema
         state.columns = None
@@ -592,10 +592,9 @@ class Applier:
             self._writer.create(history, history_schema(change.schema), point, replace=False)
             state.exists = True
         elif evolves:
-            self._writer.evolve(
-                history, history_schema(change.schema), point, statement=change.statement, ddl=self._ddl_id(change),
-                prior=state.point, pending=state.pending, keep_dropped=True, defaults_where=_CURRENT_STATES,
-            )
+            how = Evolution(change.statement, self._ddl_id(change), state.point, state.pending, keep_dropped=True,
+                            defaults_where=_CURRENT_STATES)
+            self._writer.evolve(history, history_schema(change.schema), point, how)
             state.pending = None
         if evolves:
             state.aligned_to = change.schema
@@ -631,15 +630,8 @@ class Applier:
         if not state.exists:
             self._create(change, state, point)
             return
-        self._writer.evolve(
-            change.table,
-            change.schema,
-            point,
-            statement=change.statement,
-            ddl=self._ddl_id(change),
-            prior=state.point,
-            pending=state.pending,
-        )
+        how = Evolution(change.statement, self._ddl_id(change), state.point, state.pending)
+        self._writer.evolve(change.table, change.schema, point, how)
         state.aligned_to = change.schema
         state.pending = None
 

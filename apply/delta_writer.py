@@ -134,6 +134,32 @@ class _Step:
     pending: PendingBackfill | None = None
 
 
+@dataclass(frozen=True)
+class Evolution:
+    """How `DeltaWriter.evolve` brings a table to a new structure, and how the change is recorded.
+
+    `statement`: the upstream DDL text (renames are read from it); `ddl`: the DDL's identity, and
+    `prior`/`pending`: the table's point before it and the defaults a crashed run left to write, so
+    that a redo finishes the same change. `additive_only`: only add and widen columns (a structure
+    seen in rows, not announced by a DDL: never lose data on its account). `keep_dropped`: columns the
+    structure lacks stay, and a rewrite's values that do not convert become NULL (a history table
+    keeps what its rows had). `defaults_where`: the rows defaults are written into (the product's
+    own condition on the target `t`; default all).
+    """
+
+    statement: str = ""
+    ddl: str | None = None
+    prior: AppliedPoint | None = None
+    pending: PendingBackfill | None = None
+    additive_only: bool = False
+    keep_dropped: bool = False
+    defaults_where: str | None = None
+
+
+# Structure seen in rows rather than announced by a DDL.
+ADDITIVE_ONLY = Evolution(additive_only=True)
+
+
 class DeltaWriter:
     """The statements that change upstream tables' Delta tables, on the job's SQL session."""
 
@@ -211,20 +237,8 @@ class DeltaWriter:
             self._read_layout(table)  # and says if the new table has features the setting does not want
         log.info("%s %s (%d columns)", "replaced" if replace else "created", table, len(schema.columns))
 
-    def evolve(
-        self,
-        table: TableName,
-        schema: TableSchema,
-        point: AppliedPoint | None,
-        *,
-        statement: str = "",
-        ddl: str | None = None,
-        prior: AppliedPoint | None = None,
-        pending: PendingBackfill | None = None,
-        additive_only: bool = False,
-        keep_dropped: bool = False,
-        defaults_where: str | None = None,
-    ) -> bool:
+    def evolve(self, table: TableName, schema: TableSchema, point: AppliedPoint | None,
+               how: Evolution = Evolution()) -> bool:
         """Make the table's structure that of `schema`; True if anything changed.
 
         Order: renames, drops, adds, type changes, then defaults written into
@@ -235,21 +249,15 @@ class DeltaWriter:
         crash part-way leaves the table marked as before (`prior`) and the
         change is redone; since a redo finds the new columns already there,
         the add step records which defaults are still to be written for the
-        DDL identified by `ddl` (`pending`, read back on restart).
-
-        `additive_only`: only add and widen columns (structure seen in rows,
-        not announced by a DDL: never lose data on its account). `keep_dropped`:
-        columns `schema` lacks stay, and a rewrite's values that do not convert
-        become NULL (a history table keeps what its rows had).
-        `defaults_where`: the rows defaults are written into (the product's own
-        condition on the target `t`; default all).
+        DDL identified by `how.ddl` (`how.pending`, read back on restart).
+        `how` (an `Evolution`) says what the change may do and how it is recorded.
         """
         with self._times.phase("ddl"):
-            return self._evolve(table, schema, point, statement, ddl, prior, pending, additive_only, keep_dropped,
-                                defaults_where)
+            return self._evolve(table, schema, point, how)
 
-    def _evolve(self, table, schema, point, statement, ddl, prior, pending, additive_only, keep_dropped,
-                defaults_where) -> bool:
+    def _evolve(self, table: TableName, schema: TableSchema, point: AppliedPoint | None, how: Evolution) -> bool:
+        statement, ddl, prior, pending = how.statement, how.ddl, how.prior, how.pending
+        additive_only, keep_dropped, defaults_where = how.additive_only, how.keep_dropped, how.defaults_where
         name = self._name(table)
         layout = self._read_layout(table)
         current = self._delta_columns(table)

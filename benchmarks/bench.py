@@ -413,7 +413,7 @@ def bench_table_size(args, lake: Lake) -> None:
 
 def bench_features(args, lake: Lake) -> None:
     from ticdc_delta.apply.collapse import NetChange
-    from ticdc_delta.apply.delta_writer import DeltaWriter
+    from ticdc_delta.apply.delta_writer import DeltaWriter, Evolution
     from ticdc_delta.apply.locator import PathLocator
     from ticdc_delta.apply.progress import AppliedPoint
     from ticdc_delta.apply.sql_session import SqlSession
@@ -504,7 +504,7 @@ def bench_features(args, lake: Lake) -> None:
             )
             assert target.column_names()[:-1] == columns[:-1]
             batch_ts[0] += 1
-            writer.evolve(table, target, AppliedPoint(ts=batch_ts[0]), statement=f"ALTER TABLE t RENAME COLUMN {old} TO {new}")
+            writer.evolve(table, target, AppliedPoint(ts=batch_ts[0]), Evolution(f"ALTER TABLE t RENAME COLUMN {old} TO {new}"))
 
         return run
 

@@ -6,6 +6,7 @@ which statements it asks for, with which applied points, and can raise after the
 
 from __future__ import annotations
 
+from ticdc_delta.apply.delta_writer import Evolution
 from ticdc_delta.apply.progress import TableProgress
 from ticdc_delta.apply.tombstones import Removal
 from ticdc_delta.schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema
@@ -56,9 +57,9 @@ class RecordingWriter:
         self.tables[history] = {"point": point, "columns": self.tables[table]["columns"]}
         self._did("begin", history, point)
 
-    def evolve(self, table, schema, point, **options):
+    def evolve(self, table, schema, point, how=Evolution()):
         self._mark(table, point)
-        self.evolved.append((table, [c.name for c in schema.columns], options))
+        self.evolved.append((table, [c.name for c in schema.columns], how))
         self._did("evolve", table, point)
         return False
 

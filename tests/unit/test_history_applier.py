@@ -101,9 +101,9 @@ def test_a_ddl_without_structure_gives_the_history_the_next_rows_structure_with_
     # columns the rows lack, as the table takes the structure with the same text.
     history = [(columns, options) for table, columns, options in writer.evolved if table == ITEMS_HISTORY]
     assert history and history[-1][0][:2] == ["id", "w"]
-    assert history[-1][1]["statement"] == alter.statement and history[-1][1]["keep_dropped"]
+    assert history[-1][1].statement == alter.statement and history[-1][1].keep_dropped
     table = [options for name, _, options in writer.evolved if name == ITEMS]
-    assert table and table[-1]["statement"] == alter.statement
+    assert table and table[-1].statement == alter.statement
 
 
 def test_rows_of_one_commit_ts_in_two_structures_with_values_stop_the_batch_instead_of_losing_changes():
