@@ -35,7 +35,7 @@ from ticdc_delta.apply.delta_writer import ADDITIVE_ONLY, DeltaWriter, Evolution
 from ticdc_delta.apply.history import IS_CURRENT, HistoryChoice, history_schema, history_source
 from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.metrics import PhaseTimes
-from ticdc_delta.apply.progress import AppliedPoint, PendingBackfill
+from ticdc_delta.apply.points import AppliedPoint, PendingBackfill
 from ticdc_delta.apply.staged_run import StagedRun, key_signature
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Removal, Tombstones

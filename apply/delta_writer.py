@@ -18,7 +18,8 @@ from ticdc_delta.apply.evolution import EvolutionPlan, normalized_type, plan
 from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.metrics import PhaseTimes
-from ticdc_delta.apply.progress import APP_ID, AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
+from ticdc_delta.apply.points import AppliedPoint, PendingBackfill, TableProgress
+from ticdc_delta.apply.progress import APP_ID, commit_tags, read_progress
 from ticdc_delta.apply.sql_session import SqlSession, spark_version
 from ticdc_delta.apply.table_features import COMPATIBLE, SETTINGS, TableLayout
 from ticdc_delta.schema_cache.events import Column, TableName, TableSchema

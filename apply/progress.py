@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException
 
+from ticdc_delta.apply.points import AppliedPoint, PendingBackfill, TableProgress
 from ticdc_delta.apply.spark_errors import error_condition
 from ticdc_delta.apply.sql_session import CommitTags, SqlSession
 from ticdc_delta.exceptions import ApplyError
@@ -50,55 +51,6 @@ _HISTORY_DEPTH = 200
 
 def is_missing_table(err: AnalysisException) -> bool:
     return error_condition(err) in _MISSING_TABLE_ERRORS
-
-
-@dataclass(frozen=True, slots=True)
-class AppliedPoint:
-    """Everything up to here is in the table.
-
-    commitTs-ordered protocols: `ts`, all events at or below it. Offset-ordered
-    ones: `offsets`, the next offset per partition, and `ts`, the newest DDL
-    applied (DDL is broadcast to every partition, so its copies on other
-    partitions are recognized by commitTs).
-    """
-
-    ts: int | None = None
-    offsets: tuple[tuple[TopicPartition, int], ...] = ()  # (partition, next offset), sorted
-
-    @staticmethod
-    def at_offsets(offsets: Mapping[TopicPartition, int], ddl_ts: int | None = None) -> AppliedPoint:
-        return AppliedPoint(ts=ddl_ts, offsets=tuple(sorted(offsets.items())))
-
-    def offset_map(self) -> dict[TopicPartition, int]:
-        return dict(self.offsets)
-
-    def to_json(self) -> dict:
-        if not self.offsets:
-            return {"appliedTs": self.ts}
-        return {"appliedOffsets": {str(tp): offset for tp, offset in self.offsets}, "ddlTs": self.ts}
-
-
-@dataclass(frozen=True, slots=True)
-class PendingBackfill:
-    """Columns a DDL added whose default is not yet written into older rows.
-
-    `ddl` identifies the DDL (see `apply.applier`), so only its redo finishes it.
-    """
-
-    ddl: str
-    columns: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class TableProgress:
-    exists: bool
-    point: AppliedPoint | None = None
-    pending: PendingBackfill | None = None
-    # The TSO of a snapshot load (`ticdc-delta snapshot`) that replaced the table and has not
-    # written its rows yet: the table is empty, not applied through anything.
-    snapshot_loading: int | None = None
-    # A history table created to begin from its table's rows (`apply.history`) that has not got them yet.
-    history_seeding: bool = False
 
 
 def commit_tags(

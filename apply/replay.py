@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from ticdc_delta.apply.collapse import NetChange
-from ticdc_delta.apply.progress import AppliedPoint, TableProgress
+from ticdc_delta.apply.points import AppliedPoint, TableProgress
 from ticdc_delta.schema_cache.events import (
     Event,
     Op,

@@ -415,7 +415,7 @@ def bench_features(args, lake: Lake) -> None:
     from ticdc_delta.apply.collapse import NetChange
     from ticdc_delta.apply.delta_writer import DeltaWriter, Evolution
     from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.progress import AppliedPoint
+    from ticdc_delta.apply.points import AppliedPoint
     from ticdc_delta.apply.sql_session import SqlSession
     from ticdc_delta.apply.table_features import COMPATIBLE, FULL
     from ticdc_delta.schema_cache.events import TableName

@@ -26,7 +26,8 @@ from pyspark.sql import functions as F
 from ticdc_delta.apply.arrow_types import source_type
 from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.metrics import PhaseTimes
-from ticdc_delta.apply.progress import AppliedPoint, applied_history
+from ticdc_delta.apply.points import AppliedPoint
+from ticdc_delta.apply.progress import applied_history
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.exceptions import ConfigError, InvalidMessage, MaterializerError

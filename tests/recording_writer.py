@@ -7,7 +7,7 @@ which statements it asks for, with which applied points, and can raise after the
 from __future__ import annotations
 
 from ticdc_delta.apply.delta_writer import Evolution
-from ticdc_delta.apply.progress import TableProgress
+from ticdc_delta.apply.points import TableProgress
 from ticdc_delta.apply.tombstones import Removal
 from ticdc_delta.schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema
 

@@ -16,7 +16,8 @@ from tests.support import applier_for
 from ticdc_delta.apply.collapse import NetChange
 from ticdc_delta.apply.delta_writer import DeltaWriter, add_columns_sql
 from ticdc_delta.apply.locator import CatalogLocator, PathLocator
-from ticdc_delta.apply.progress import AppliedPoint, PendingBackfill, TableProgress, commit_tags, read_progress
+from ticdc_delta.apply.points import AppliedPoint, PendingBackfill, TableProgress
+from ticdc_delta.apply.progress import commit_tags, read_progress
 from ticdc_delta.apply.sql_session import spark_version
 from ticdc_delta.apply.table_features import COMPATIBLE, FULL
 from ticdc_delta.exceptions import ConfigError

@@ -13,7 +13,8 @@ from tests.support import applier_for
 from ticdc_delta.apply.collapse import NetChange
 from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.locator import CatalogLocator, PathLocator
-from ticdc_delta.apply.progress import AppliedPoint, TableProgress, read_progress
+from ticdc_delta.apply.points import AppliedPoint, TableProgress
+from ticdc_delta.apply.progress import read_progress
 from ticdc_delta.apply.table_features import COMPATIBLE, FULL
 from ticdc_delta.schema_cache.events import (
     Column,
