@@ -394,7 +394,7 @@ class Applier:
             state.exists = True
         elif structure_open is not None:
             self._writer.evolve(history, history_schema(schema), None,
-                                Evolution(structure_open, keep_dropped=True, defaults_where=_CURRENT_STATES))
+                                Evolution(statement=structure_open, keep_dropped=True, defaults_where=_CURRENT_STATES))
         else:
             self._writer.evolve(history, history_schema(schema), None, ADDITIVE_ONLY)
         state.aligned_to = schema
@@ -521,7 +521,7 @@ class Applier:
 
     def _take_structure(self, table: TableName, state: _TableState, schema: TableSchema) -> None:
         """The first rows after a DDL that carried no structure: theirs is the table's now."""
-        self._writer.evolve(table, schema, None, Evolution(state.structure_open or ""))
+        self._writer.evolve(table, schema, None, Evolution(statement=state.structure_open or ""))
         state.structure_open = None
         state.aligned_to = schema
         state.columns = None
@@ -592,8 +592,8 @@ class Applier:
             self._writer.create(history, history_schema(change.schema), point, replace=False)
             state.exists = True
         elif evolves:
-            how = Evolution(change.statement, self._ddl_id(change), state.point, state.pending, keep_dropped=True,
-                            defaults_where=_CURRENT_STATES)
+            how = Evolution(statement=change.statement, ddl=self._ddl_id(change), prior=state.point,
+                            pending=state.pending, keep_dropped=True, defaults_where=_CURRENT_STATES)
             self._writer.evolve(history, history_schema(change.schema), point, how)
             state.pending = None
         if evolves:
@@ -630,7 +630,7 @@ class Applier:
         if not state.exists:
             self._create(change, state, point)
             return
-        how = Evolution(change.statement, self._ddl_id(change), state.point, state.pending)
+        how = Evolution(statement=change.statement, ddl=self._ddl_id(change), prior=state.point, pending=state.pending)
         self._writer.evolve(change.table, change.schema, point, how)
         state.aligned_to = change.schema
         state.pending = None

@@ -135,7 +135,7 @@ class _Step:
     pending: PendingBackfill | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Evolution:
     """How `DeltaWriter.evolve` brings a table to a new structure, and how the change is recorded.
 

@@ -504,7 +504,7 @@ def bench_features(args, lake: Lake) -> None:
             )
             assert target.column_names()[:-1] == columns[:-1]
             batch_ts[0] += 1
-            writer.evolve(table, target, AppliedPoint(ts=batch_ts[0]), Evolution(f"ALTER TABLE t RENAME COLUMN {old} TO {new}"))
+            writer.evolve(table, target, AppliedPoint(ts=batch_ts[0]), Evolution(statement=f"ALTER TABLE t RENAME COLUMN {old} TO {new}"))
 
         return run
 
