@@ -26,7 +26,6 @@ returns it.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -36,6 +35,7 @@ import sys
 import threading
 from typing import NoReturn
 
+from ticdc_delta import __version__
 from ticdc_delta.exceptions import (
     AuthenticationError,
     ConfigError,
@@ -162,7 +162,7 @@ def _command_run(args: argparse.Namespace) -> int:
     packages = [kafka_source_package()] if config.run.engine == "spark" else []
     spark = get_spark(config.spark.master, config.spark.conf, packages)
     # What ran, for a support question or a log read later: the runtime is often not the user's to see.
-    log.info("ticdc-delta %s on Python %s, Spark %s", _version(), platform.python_version(), spark.version)
+    log.info("ticdc-delta %s on Python %s, Spark %s", __version__, platform.python_version(), spark.version)
     result = Pipeline.from_config(config, spark, stop=stop).run()
     log.info(
         "done: %d messages, %d rows applied, %d DDL, %d replays skipped, %d dead letters, %d waiting",
@@ -227,13 +227,6 @@ def _command_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("ticdc-delta")
-    except importlib.metadata.PackageNotFoundError:
-        return "(not installed: run from a checkout)"
-
-
 def main(argv: list[str] | None = None) -> NoReturn:
     """The `ticdc-delta` entry point: ends the process with the command's exit status.
 
@@ -246,7 +239,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
 def exit_status(argv: list[str] | None = None) -> int:
     """Run one command line; its exit status (the module docstring lists them)."""
     parser = argparse.ArgumentParser(prog="ticdc-delta", description="TiCDC (Kafka) -> Delta Lake materializer")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)

@@ -3,7 +3,7 @@
 The keys and defaults are read from the configuration's own types (`ticdc_delta.jobs.config`, each
 protocol's options, the registry's and the types' options), so the reference cannot drift from them;
 the meanings are kept here, one per key, and a test fails when a key has none or a meaning names no key.
-The documentation site's configuration page shows `table()` (docs/hooks.py puts it in at build time).
+The documentation site's configuration page shows `table()` (scripts/mkdocs_hooks.py puts it in at build time).
 """
 
 from __future__ import annotations
@@ -36,157 +36,61 @@ _REQUIRED = {"kafka.topics"}
 _UNSET = "–"
 
 MEANINGS: dict[str, str] = {
-    'kafka.bootstrap_servers': (
-        'Kafka bootstrap servers'
-    ),
-    'kafka.topics': (
-        'list of topics (flag: comma-separated)'
-    ),
-    'kafka.group_id': (
-        "consumer group: committed offsets, and the checkpoint's name"
-    ),
-    'kafka.start_from': (
-        'where to start with no checkpoint and no committed offset: `earliest`, `latest`'
-    ),
-    'kafka.unreachable_timeout_seconds': (
-        "how long the job waits for Kafka when no broker answers (polls, offset commits), then exits 6; while it waits, empty polls do not count as idle. A broker refusing the SASL login is not waited for: exit 7 at once. An offset commit waits for the group coordinator up to librdkafka's `session.timeout.ms`, which the job sets to 6 s unless `kafka.properties` does (it never joins the group, so the setting does nothing else): a commit in an outage fails in seconds and its wait counts toward this limit"
-    ),
-    'kafka.properties': (
-        'librdkafka properties passed through (TLS, SASL, ...); the four the product sets itself are refused'
-    ),
-    'kafka.java_properties': (
-        '`run.engine = "spark"`: Kafka Java client settings for Spark\'s Kafka source, over those translated from `kafka.properties` (see The Spark engine)'
-    ),
-    'protocol.name': (
-        "`simple`, `avro` (TiCDC's avro protocol, Confluent wire format), `debezium`, `canal-json` or `open-protocol`"
-    ),
-    'protocol.encoding': (
-        "`json` or `avro` (Simple's own Avro schema; no registry involved)"
-    ),
-    'protocol.schema_wait_seconds': (
-        'how long a row may wait for its structure (BOOTSTRAP/DDL) before it is bad input'
-    ),
-    'protocol.avro_decimal_handling_mode': (
-        "as the changefeed's sink-uri: `precise` or `string`; a message encoded otherwise is bad input"
-    ),
-    'protocol.avro_bigint_unsigned_handling_mode': (
-        'as the sink-uri: `long` or `string`'
-    ),
-    'protocol.enable_tidb_extension': (
-        "as the sink-uri; avro: must match the messages; debezium, canal-json: watermarks (and canal's commitTs) exist only with it, so one of it or `allow_offset_ordering` is required"
-    ),
-    'protocol.allow_offset_ordering': (
-        'accept ordering by partition offset (weaker; see Protocols); otherwise the job refuses to start'
-    ),
-    'protocol.keep_extension_columns': (
-        'also write `_tidb_op`, `_tidb_commit_ts`, `_tidb_commit_physical_time` as columns'
-    ),
-    'protocol.timestamp_zone': (
-        "the TiCDC server's time zone (`tz`); their TIMESTAMP strings carry none"
-    ),
-    'protocol.large_message_compression': (
-        "as the changefeed's `large-message-handle-compression`: `none`, `lz4` or `snappy` (TiCDC compresses every value, and nothing in a message says so)"
-    ),
-    'protocol.claim_check_root': (
-        'where claim-checked messages are read (a local path or any fsspec URL, e.g. `s3://bucket/prefix` with s3fs installed); only `<root>/<file name>` is ever read'
-    ),
-    'protocol.claim_check_raw_value': (
-        "as the changefeed's `claim-check-raw-value`"
-    ),
-    'registry.url': (
-        'Schema Registry URL; `https://user:password@host` with URL-encoded parts works'
-    ),
-    'registry.basic_auth_user_info': (
-        '`user:password` (instead of in the URL)'
-    ),
-    'registry.ssl_ca_location': (
-        "the CA that signed the registry's certificate (else the system's); passed to confluent-kafka's client"
-    ),
-    'registry.ssl_certificate_location': (
-        "the client certificate, for a registry that asks for one"
-    ),
-    'registry.ssl_key_location': (
-        "the client certificate's private key"
-    ),
-    'registry.ssl_key_password': (
-        "the private key's password (redacted in the logged configuration)"
-    ),
-    'registry.request_timeout_seconds': (
-        'per request'
-    ),
-    'registry.max_wait_seconds': (
-        'how long to keep retrying an unavailable registry before the job stops (nothing is skipped); a 401 (wrong or missing credentials) is not retried: exit 7 at once'
-    ),
-    'target.path': (
-        'root directory of path tables: `<path>/<database>/<table>`'
-    ),
-    'target.catalog': (
-        'catalog for catalog tables: `<catalog>.<database>.<table>` (set exactly one of path/catalog)'
-    ),
-    'target.meta_schema': (
-        "catalog mode: schema of the product's own tables"
-    ),
-    'target.table_features': (
-        'Delta features of the tables the job creates: `compatible` (every Delta reader opens them: delta-rs, Polars, pandas; renames, drops and type changes rewrite the table) or `full` (column mapping, deletion vectors, type widening on Spark 4; Spark/Databricks readers only). See "Who can read the tables"'
-    ),
-    'run.mode': (
-        '`until-idle` or `continuous`'
-    ),
-    'run.engine': (
-        "`driver` (the job's Python process reads and decodes) or `spark` (Spark's Kafka source, decoding on the executors, waiting events staged in Delta; see The Spark engine)"
-    ),
-    'run.batch_max_messages': (
-        'a batch closes at this many messages ...'
-    ),
-    'run.batch_max_seconds': (
-        '... or after this long'
-    ),
-    'run.idle_timeout_seconds': (
-        'until-idle: stop if no message arrives for this long before the end offsets are reached'
-    ),
-    'run.max_pending_events': (
-        'events waiting for a watermark kept in memory; the newest of any more wait on local disk (a lagging partition costs disk, not memory)'
-    ),
-    'run.lease_seconds': (
-        'one job per consumer: the running job renews its lease in `_ticdc/leases` every quarter of this; a job killed without releasing it delays the next run on another machine by at most this long (on the same machine, not at all); at least 2'
-    ),
-    'run.spill_dir': (
-        'where waiting events beyond `max_pending_events` are kept (a private subdirectory, removed at the end of the run; nothing in it needs to survive a crash)'
-    ),
-    'policy.on_bad_message': (
-        '`fail` (stop, exit 3) or `dead-letter` (record it and go on)'
-    ),
-    'metrics.table': (
-        "append each batch's record to the `metrics` table among the product's own tables (the JSON log line is written either way)"
-    ),
-    'metrics.flush_seconds': (
-        'records wait in memory until the oldest has waited this long, then all are appended in one commit; the rest when the run ends (a crash loses at most this much)'
-    ),
-    'checkpoint.keep': (
-        'newest checkpoints kept per consumer (besides the one `replay-dead-letters` starts from while a dead letter waits)'
-    ),
-    'checkpoint.cleanup_every': (
-        'every this many batches the job deletes older checkpoints, compacts the table (OPTIMIZE) and vacuums it (VACUUM LITE; files it stopped using are kept an hour)'
-    ),
-    'spark.master': (
-        'only when the job creates the Spark session itself'
-    ),
-    'spark.conf': (
-        'extra Spark settings, only when the job creates the session'
-    ),
-    'types.bigint_unsigned': ("BIGINT UNSIGNED: an exact DECIMAL(20,0), or its decimal text"),
-    'types.wide_decimal': ("DECIMAL wider than Spark's 38 digits: its exact text, or a (lossy, opt-in) double"),
-    'types.datetime': ("DATETIME: a zone-less timestamp, an instant taking the wall clock as UTC, or text"),
-    'types.time': ("TIME: its text as TiDB shows it, or signed microseconds"),
-    'types.bit': ("BIT(n): the unsigned number, or ceil(n/8) big-endian bytes"),
-    'types.json': ("JSON: its text, or Spark's VARIANT (Spark 4 and `target.table_features = \"full\"`)"),
-    'types.zero_date': ("zero dates (`0000-00-00`, `2020-00-15`): NULL, or bad input"),
-    'history.tables': (
-        'tables that keep SCD type 2 history: `database.table` names or shell patterns (`shop.*`); commitTs-ordered protocols, not avro (see "History tables")'
-    ),
-    'history.database_suffix': (
-        'each history table is `<database><suffix>.<table>` (path or catalog); no upstream database name may end with it'
-    ),
+    "kafka.bootstrap_servers": "Kafka bootstrap servers",
+    "kafka.topics": "list of topics (flag: comma-separated)",
+    "kafka.group_id": "consumer group: committed offsets, and the checkpoint's name",
+    "kafka.start_from": "where to start with no checkpoint and no committed offset: `earliest`, `latest`",
+    "kafka.unreachable_timeout_seconds": "how long the job waits for Kafka when no broker answers (polls, offset commits), then exits 6; while it waits, empty polls do not count as idle. A broker refusing the SASL login is not waited for: exit 7 at once. An offset commit waits for the group coordinator up to librdkafka's `session.timeout.ms`, which the job sets to 6 s unless `kafka.properties` does (it never joins the group, so the setting does nothing else): a commit in an outage fails in seconds and its wait counts toward this limit",
+    "kafka.properties": "librdkafka properties passed through (TLS, SASL, ...); the four the product sets itself are refused",
+    "kafka.java_properties": "`run.engine = \"spark\"`: Kafka Java client settings for Spark's Kafka source, over those translated from `kafka.properties` (see The Spark engine)",
+    "protocol.name": "`simple`, `avro` (TiCDC's avro protocol, Confluent wire format), `debezium`, `canal-json` or `open-protocol`",
+    "protocol.encoding": "`json` or `avro` (Simple's own Avro schema; no registry involved)",
+    "protocol.schema_wait_seconds": "how long a row may wait for its structure (BOOTSTRAP/DDL) before it is bad input",
+    "protocol.avro_decimal_handling_mode": "as the changefeed's sink-uri: `precise` or `string`; a message encoded otherwise is bad input",
+    "protocol.avro_bigint_unsigned_handling_mode": "as the sink-uri: `long` or `string`",
+    "protocol.enable_tidb_extension": "as the sink-uri; avro: must match the messages; debezium, canal-json: watermarks (and canal's commitTs) exist only with it, so one of it or `allow_offset_ordering` is required",
+    "protocol.allow_offset_ordering": "accept ordering by partition offset (weaker; see Protocols); otherwise the job refuses to start",
+    "protocol.keep_extension_columns": "also write `_tidb_op`, `_tidb_commit_ts`, `_tidb_commit_physical_time` as columns",
+    "protocol.timestamp_zone": "the TiCDC server's time zone (`tz`); their TIMESTAMP strings carry none",
+    "protocol.large_message_compression": "as the changefeed's `large-message-handle-compression`: `none`, `lz4` or `snappy` (TiCDC compresses every value, and nothing in a message says so)",
+    "protocol.claim_check_root": "where claim-checked messages are read (a local path or any fsspec URL, e.g. `s3://bucket/prefix` with s3fs installed); only `<root>/<file name>` is ever read",
+    "protocol.claim_check_raw_value": "as the changefeed's `claim-check-raw-value`",
+    "registry.url": "Schema Registry URL; `https://user:password@host` with URL-encoded parts works",
+    "registry.basic_auth_user_info": "`user:password` (instead of in the URL)",
+    "registry.ssl_ca_location": "the CA that signed the registry's certificate (else the system's); passed to confluent-kafka's client",
+    "registry.ssl_certificate_location": "the client certificate, for a registry that asks for one",
+    "registry.ssl_key_location": "the client certificate's private key",
+    "registry.ssl_key_password": "the private key's password (redacted in the logged configuration)",
+    "registry.request_timeout_seconds": "per request",
+    "registry.max_wait_seconds": "how long to keep retrying an unavailable registry before the job stops (nothing is skipped); a 401 (wrong or missing credentials) is not retried: exit 7 at once",
+    "target.path": "root directory of path tables: `<path>/<database>/<table>`",
+    "target.catalog": "catalog for catalog tables: `<catalog>.<database>.<table>` (set exactly one of path/catalog)",
+    "target.meta_schema": "catalog mode: schema of the product's own tables",
+    "target.table_features": "Delta features of the tables the job creates: `compatible` (every Delta reader opens them: delta-rs, Polars, pandas; renames, drops and type changes rewrite the table) or `full` (column mapping, deletion vectors, type widening on Spark 4; Spark/Databricks readers only). See \"Who can read the tables\"",
+    "run.mode": "`until-idle` or `continuous`",
+    "run.engine": "`driver` (the job's Python process reads and decodes) or `spark` (Spark's Kafka source, decoding on the executors, waiting events staged in Delta; see The Spark engine)",
+    "run.batch_max_messages": "a batch closes at this many messages ...",
+    "run.batch_max_seconds": "... or after this long",
+    "run.idle_timeout_seconds": "until-idle: stop if no message arrives for this long before the end offsets are reached",
+    "run.max_pending_events": "events waiting for a watermark kept in memory; the newest of any more wait on local disk (a lagging partition costs disk, not memory)",
+    "run.lease_seconds": "one job per consumer: the running job renews its lease in `_ticdc/leases` every quarter of this; a job killed without releasing it delays the next run on another machine by at most this long (on the same machine, not at all); at least 2",
+    "run.spill_dir": "where waiting events beyond `max_pending_events` are kept (a private subdirectory, removed at the end of the run; nothing in it needs to survive a crash)",
+    "policy.on_bad_message": "`fail` (stop, exit 3) or `dead-letter` (record it and go on)",
+    "metrics.table": "append each batch's record to the `metrics` table among the product's own tables (the JSON log line is written either way)",
+    "metrics.flush_seconds": "records wait in memory until the oldest has waited this long, then all are appended in one commit; the rest when the run ends (a crash loses at most this much)",
+    "checkpoint.keep": "newest checkpoints kept per consumer (besides the one `replay-dead-letters` starts from while a dead letter waits)",
+    "checkpoint.cleanup_every": "every this many batches the job deletes older checkpoints, compacts the table (OPTIMIZE) and vacuums it (VACUUM LITE; files it stopped using are kept an hour)",
+    "spark.master": "only when the job creates the Spark session itself",
+    "spark.conf": "extra Spark settings, only when the job creates the session",
+    "types.bigint_unsigned": "BIGINT UNSIGNED: an exact DECIMAL(20,0), or its decimal text",
+    "types.wide_decimal": "DECIMAL wider than Spark's 38 digits: its exact text, or a (lossy, opt-in) double",
+    "types.datetime": "DATETIME: a zone-less timestamp, an instant taking the wall clock as UTC, or text",
+    "types.time": "TIME: its text as TiDB shows it, or signed microseconds",
+    "types.bit": "BIT(n): the unsigned number, or ceil(n/8) big-endian bytes",
+    "types.json": "JSON: its text, or Spark's VARIANT (Spark 4 and `target.table_features = \"full\"`)",
+    "types.zero_date": "zero dates (`0000-00-00`, `2020-00-15`): NULL, or bad input",
+    "history.tables": "tables that keep SCD type 2 history: `database.table` names or shell patterns (`shop.*`); commitTs-ordered protocols, not avro (see \"History tables\")",
+    "history.database_suffix": "each history table is `<database><suffix>.<table>` (path or catalog); no upstream database name may end with it",
 }
 
 
