@@ -304,10 +304,10 @@ def exit_status(argv: list[str] | None = None) -> int:
 
 
 def _py4j_root_info(record: logging.LogRecord) -> bool:
-    # Py4J logs a lost JVM connection through the root logger at INFO, with its trace ("Exception while sending
-    # command."): kept at DEBUG only, like its own loggers' lines below WARNING.
-    return record.levelno >= logging.WARNING or f"{os.sep}py4j{os.sep}" not in record.pathname
-
+    # Py4J reports a lost JVM connection through the root logger, with its trace: at INFO when it retries, at
+    # ERROR ("Exception while sending command.") when it cannot. Either way the product's own error line says what
+    # happened and what to do, so those records show at DEBUG only; Py4J's named loggers keep WARNING and above.
+    return record.name != "root" or f"{os.sep}py4j{os.sep}" not in record.pathname
 
 if __name__ == "__main__":
     main()

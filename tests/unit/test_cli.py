@@ -38,3 +38,17 @@ def test_another_job_running_the_consumer_exits_5_with_the_reason(caplog, monkey
     caplog.set_level(logging.ERROR)
     assert exit_status(["run", "--topics", "cdc", "--target-path", "/tmp/x"]) == 5
     assert "consumer 'shop' is being run by another job (vm pid 12)" in caplog.text
+
+
+@pytest.mark.parametrize("level", [logging.INFO, logging.ERROR])
+def test_py4j_traces_of_a_lost_jvm_show_at_debug_only(level):
+    # Py4J logs "Exception while sending command." with its trace through the root logger when the JVM dies: at
+    # INFO when it retries, at ERROR when it cannot. The product's own line explains it; the trace is noise.
+    from py4j import java_gateway
+
+    root = logging.getLogger()
+    lost = root.makeRecord("root", level, java_gateway.__file__, 1056, "Exception while sending command.", (), None)
+    ours = root.makeRecord("ticdc_delta", logging.ERROR, cli.__file__, 1, "Spark's JVM stopped answering", (), None)
+    named = root.makeRecord("py4j.clientserver", logging.WARNING, java_gateway.__file__, 1, "a warning", (), None)
+    assert not cli._py4j_root_info(lost)
+    assert cli._py4j_root_info(ours) and cli._py4j_root_info(named)
