@@ -26,17 +26,17 @@ when both hold it, and each gets the events it lacks.
 from __future__ import annotations
 
 import logging
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ticdc_delta.apply.collapse import NetChange, collapse
+from ticdc_delta.apply.changes import RowChanges, TableChanges, covers, point_after
 from ticdc_delta.apply.delta_writer import ADDITIVE_ONLY, DeltaWriter, Evolution
-from ticdc_delta.apply.history import IS_CURRENT, HistoryChoice, history_schema, history_source
+from ticdc_delta.apply.history import IS_CURRENT, HistoryChoice, history_schema
 from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.points import AppliedPoint, PendingBackfill
-from ticdc_delta.apply.staged_run import StagedRun, key_signature
+from ticdc_delta.apply.staged_run import StagedChanges, StagedRun, key_signature
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Removal, Tombstones
 from ticdc_delta.exceptions import ApplyError
@@ -119,7 +119,7 @@ class Applier:
         self._registry = registry
         self._registry_checked: set[TableName] = set()  # existing tables known to be registered
         self._tables: dict[TableName, _TableState] = {}
-        self._pending: dict[TableName, list[RowChange]] = {}
+        self._pending: dict[TableName, TableChanges] = {}
         self._summary = ApplySummary()
 
     def apply(
@@ -245,30 +245,7 @@ class Applier:
 
     def _covered(self, state: _TableState, event: RowChange | SchemaChange) -> bool:
         """Whether the table already holds this event (a replay)."""
-        if state.point is None:
-            return False
-        by_ts = state.point.ts is not None and event.commit_ts <= state.point.ts
-        if self._ordering is Ordering.OFFSET:
-            by_offset = event.position.offset < state.point.offset_map().get(event.position.topic_partition, 0)
-            # DDL copies on other partitions are known by commitTs (0: unknown).
-            return by_offset or (isinstance(event, SchemaChange) and event.commit_ts > 0 and by_ts)
-        return by_ts
-
-    def _point_after(self, state: _TableState, events: Sequence[RowChange | SchemaChange], through_ts: int | None):
-        """The applied point once `events` (and, by commitTs, all through `through_ts`) are in."""
-        if self._ordering is Ordering.OFFSET:
-            offsets = state.point.offset_map() if state.point is not None else {}
-            ddl_ts = state.point.ts if state.point is not None else None
-            for event in events:
-                key = event.position.topic_partition
-                # A schema change comes before the row of the same message (a new
-                # schema id): the point reaches that message, the row moves past it.
-                end = event.position.offset + (1 if isinstance(event, RowChange) else 0)
-                offsets[key] = max(offsets.get(key, 0), end)
-                if isinstance(event, SchemaChange) and event.commit_ts > 0:
-                    ddl_ts = max(ddl_ts or 0, event.commit_ts)
-            return AppliedPoint.at_offsets(offsets, ddl_ts)
-        return AppliedPoint(ts=through_ts)
+        return covers(state.point, event, self._ordering)
 
     # --- rows -------------------------------------------------------------------
 
@@ -276,112 +253,95 @@ class Applier:
         if self._held_by_all(row):
             self._summary.skipped_replays += 1
             return
-        segment = self._pending.setdefault(row.table, [])
-        if segment and segment[-1].schema is not row.schema and not segment[-1].schema.same_structure(row.schema):
-            fitted = _fit_deletes(segment, row)
+        pending = self._pending.get(row.table)
+        if pending is not None and pending.schema is not row.schema and not pending.schema.same_structure(row.schema):
+            fitted = _fit_deletes(pending.events, row)
             if fitted is None:
                 # One MERGE has one row structure: merge what came before first.
                 self._flush(row.table, row.commit_ts - 1)
-                segment = self._pending.setdefault(row.table, [])
             else:
-                segment[:], row = fitted
-        segment.append(row)
+                pending.events[:], row = fitted
+        self._pending.setdefault(row.table, RowChanges(row.table, self._ordering)).events.append(row)
 
     def _add_run(self, run: StagedRun) -> None:
         """A stretch of staged rows (the Spark engine): skipped if the table holds all of it, else pending."""
         state = self._state(run.table)
         history = self._history_of(run.table)
-        if self._run_covered(state, run) and (
+        if run.covered_by(state.point, self._ordering) and (
             history is None or self._begins_from_table(run.table, history)
-            or self._run_covered(self._state(history), run)
+            or run.covered_by(self._state(history).point, self._ordering)
         ):
             self._summary.skipped_replays += run.rows
             return
-        segment = self._pending.setdefault(run.table, [])
-        if segment and not segment[-1].schema.same_structure(run.schema):
+        pending = self._pending.get(run.table)
+        if pending is not None and not pending.schema.same_structure(run.schema):
             self._flush(run.table, run.min_commit_ts - 1)
-            segment = self._pending.setdefault(run.table, [])
-        segment.append(run)
-
-    def _run_covered(self, state: _TableState, run: StagedRun) -> bool:
-        if state.point is None:
-            return False
-        if self._ordering is Ordering.OFFSET:
-            applied = state.point.offset_map()
-            return all(end <= applied.get(tp, 0) for tp, end in run.offsets.items())
-        return state.point.ts is not None and run.commit_ts <= state.point.ts
-
-    def _after(self, state: _TableState) -> dict | None:
-        """Which staged rows the table does not hold yet: after its applied point."""
-        if state.point is None:
-            return None
-        if self._ordering is Ordering.OFFSET:
-            return state.point.offset_map() or None
-        return {"ts": state.point.ts} if state.point.ts is not None else None
+        self._pending.setdefault(run.table, StagedChanges(run.table, self._ordering)).runs.append(run)
 
     def _flush(self, table: TableName, through_ts: int | None) -> None:
-        """Merge the table's pending rows; commitTs ordering: applied through `through_ts`."""
-        rows = self._pending.pop(table, None)
-        if not rows:
-            return
-        if isinstance(rows[0], StagedRun):
-            self._flush_runs(table, rows, through_ts)
+        """Merge the table's pending changes (and its history's); commitTs ordering: applied through `through_ts`."""
+        changes = self._pending.pop(table, None)
+        if changes is None:
             return
         state = self._state(table)
         history = self._history_of(table)
         if history is not None:
             self._begin_history(table, history)
-            self._flush_history(history, [r for r in rows if not self._covered(self._tables[history], r)], through_ts,
+            self._flush_history(history, changes.lacked_by(self._state(history).point), through_ts,
                                 state.structure_open if state.exists else None)
-            rows = [r for r in rows if not self._covered(state, r)]
-            if not rows:
+            changes = changes.lacked_by(state.point)
+            if changes is None:
                 return
-        if not state.exists and all(r.after is None for r in rows):
+        if not state.exists and not changes.has_upserts:
             # Deletes of a table this job never created: nothing to delete.
-            log.info("%s: %d deletes for a table that does not exist; nothing to do", table, len(rows))
+            log.info("%s: %d deletes for a table that does not exist; nothing to do", table, changes.count)
             return
-        point = self._point_after(state, rows, through_ts)
-        self._require_advance(table, state, point)  # before anything of them is written
-        if any(r.after is not None for r in rows):
+        merges = changes.merges(through_ts)
+        self._require_advance(table, state, merges)  # before anything of them is written
+        if changes.has_upserts:
             # Deletes never add columns; their schema may be a key-only one.
             if state.structure_open is not None and state.exists:
-                self._take_structure(table, state, rows[-1].schema)
+                self._take_structure(table, state, changes.schema)
             else:
-                self._grow_structure(table, state, rows[-1].schema)
+                self._grow_structure(table, state, changes.schema)
                 state.structure_open = None  # a table the rows just created has their structure
-        with self._times.phase("collapse"):
-            changes = collapse(rows, by_commit_ts=self._ordering is Ordering.COMMIT_TS)
-        schema, changes = self._project(state, table, rows[-1].schema, changes)
-        self._writer.merge(table, schema, changes, point, into_empty=state.empty, note=self._first_ts(min(r.commit_ts for r in rows)))
-        state.empty = state.empty and all(c.deleted for c in changes)
-        state.point = point
-        self._summary.merges += 1
-        self._summary.merged_rows[table] += len(rows)
+        for part, through in merges:
+            keep = self._kept_columns(state, table, part.schema)
+            point = part.point_after(state.point, through)
+            with self._times.phase("collapse"):
+                source = part.net_changes(keep, state.point)
+            self._writer.merge(table, _projected(part.schema, keep), source, point, into_empty=state.empty,
+                               note=self._first_ts(part.min_commit_ts))
+            state.empty = state.empty and not part.has_upserts
+            state.point = point
+            self._summary.merges += 1
+        self._summary.merged_rows[table] += changes.count
         self._summary.tables.add(table)
-        for op, count in Counter(row.op for row in rows).items():
-            self._summary.row_events[table, op.value] += count
-        log.debug("%s: merged %d changes (%d keys), applied through %s", table, len(rows), len(changes), point)
+        for op, count in changes.ops.items():
+            if count:
+                self._summary.row_events[table, op] += count
+        log.debug("%s: merged %d changes in %d MERGEs, applied through %s", table, changes.count, len(merges), state.point)
 
-    def _flush_history(self, history: TableName, rows: list[RowChange], through_ts: int | None,
+    def _flush_history(self, history: TableName, changes: TableChanges | None, through_ts: int | None,
                        structure_open: str | None) -> None:
-        """One MERGE of every state the rows give their keys into the table's history."""
+        """Into the table's history, per MERGE every state the changes give their keys."""
         state = self._state(history)
-        if not rows or (not state.exists and all(r.after is None for r in rows)):
+        if changes is None or (not state.exists and not changes.has_upserts):
             return
-        point = self._point_after(state, rows, through_ts)
-        self._require_advance(history, state, point)
-        if any(r.after is not None for r in rows):
-            self._grow_history(history, state, rows[-1].schema, structure_open)
-        schema = rows[-1].schema
-        keep = self._kept_columns(state, history, schema)
-        source = history_source(rows, schema)
-        if len(keep) < len(schema.columns):  # rows older than the history's structure
-            source = [tuple(values[i] for i in keep) + values[len(schema.columns):] for values in source]
-            schema = self._projected(schema, keep)
-        self._writer.merge_history(history, schema, source, point, note=self._first_ts(min(r.commit_ts for r in rows)))
-        state.point = point
-        self._summary.merges += 1
-        log.debug("%s: merged %d changes as %d history rows, applied through %s", history, len(rows), len(source), point)
+        merges = changes.merges(through_ts)
+        self._require_advance(history, state, merges)
+        if changes.has_upserts:
+            self._grow_history(history, state, changes.schema, structure_open)
+        for part, through in merges:
+            keep = self._kept_columns(state, history, part.schema)
+            point = part.point_after(state.point, through)
+            with self._times.phase("collapse"):
+                source = part.history_rows(keep, state.point)
+            self._writer.merge_history(history, _projected(part.schema, keep), source, point,
+                                       note=self._first_ts(part.min_commit_ts))
+            state.point = point
+            self._summary.merges += 1
+        log.debug("%s: merged %d changes as history, applied through %s", history, changes.count, state.point)
 
     def _grow_history(self, history: TableName, state: _TableState, schema: TableSchema,
                       structure_open: str | None = None) -> None:
@@ -400,113 +360,31 @@ class Applier:
         state.aligned_to = schema
         state.columns = None
 
-    def _flush_runs(self, table: TableName, runs: list[StagedRun], through_ts: int | None) -> None:
-        """Merge staged runs of one structure, each its own MERGE of net changes built by Spark."""
-        state = self._state(table)
-        history = self._history_of(table)
-        if history is not None:
-            self._begin_history(table, history)
-            self._flush_history_runs(history, runs, through_ts, state.structure_open if state.exists else None)
-            runs = [run for run in runs if not self._run_covered(state, run)]  # a prefix: runs are in commitTs order
-            if not runs:
-                return
-        if not state.exists and not any(run.has_upserts for run in runs):
-            log.info("%s: %d deletes for a table that does not exist; nothing to do", table, sum(r.rows for r in runs))
-            return
-        self._require_runs_advance(table, state, runs, through_ts)
-        if any(run.has_upserts for run in runs):
-            if state.structure_open is not None and state.exists:
-                self._take_structure(table, state, runs[-1].schema)
-            else:
-                self._grow_structure(table, state, runs[-1].schema)
-                state.structure_open = None
-        for i, run in enumerate(runs):
-            keep = self._kept_columns(state, table, run.schema)
-            schema = self._projected(run.schema, keep)
-            with self._times.phase("source_build"):
-                changes = run.net_changes(keep, self._after(state))
-            last = i == len(runs) - 1
-            point = self._run_point(state, run, through_ts if last else run.commit_ts)
-            self._writer.merge_frame(table, schema, changes, point, into_empty=state.empty,
-                                     note=self._first_ts(run.min_commit_ts))
-            state.empty = state.empty and not run.has_upserts
-            state.point = point
-            self._summary.merges += 1
-            self._summary.merged_rows[table] += run.rows
-            for op, count in run.ops.items():
-                if count:
-                    self._summary.row_events[table, op] += count
-        self._summary.tables.add(table)
-        log.debug("%s: merged %d staged runs, applied through %s", table, len(runs), state.point)
-
-    def _flush_history_runs(self, history: TableName, runs: list[StagedRun], through_ts: int | None,
-                            structure_open: str | None) -> None:
-        """The history MERGE of each staged run the history lacks, its source built by Spark."""
-        state = self._state(history)
-        runs = [run for run in runs if not self._run_covered(state, run)]
-        if not runs or (not state.exists and not any(run.has_upserts for run in runs)):
-            return
-        self._require_runs_advance(history, state, runs, through_ts)
-        if any(run.has_upserts for run in runs):
-            self._grow_history(history, state, runs[-1].schema, structure_open)
-        for i, run in enumerate(runs):
-            keep = self._kept_columns(state, history, run.schema)
-            with self._times.phase("source_build"):
-                source = run.history_source(keep, self._after(state))
-            point = self._run_point(state, run, through_ts if i == len(runs) - 1 else run.commit_ts)
-            self._writer.merge_history_frame(history, self._projected(run.schema, keep), source, point,
-                                             note=self._first_ts(run.min_commit_ts))
-            state.point = point
-            self._summary.merges += 1
-
-    def _require_advance(self, table: TableName, state: _TableState, point: AppliedPoint) -> None:
-        """Refuse a MERGE of changes the table lacks that would not move its applied point forward: Delta
-        skips a commit whose transaction version (the point's commitTs) is not above its last one's, so
-        those changes would be dropped without a word. Only rows of one commitTs and table in two
-        structures lead here (each part is merged on its own); the decoders give a commitTs one."""
-        if self._ordering is not Ordering.COMMIT_TS or state.point is None or state.point.ts is None:
-            return
-        if point.ts is not None and point.ts <= state.point.ts:
-            raise _split_commit_ts(table, point.ts, state.point.ts)
-
-    def _require_runs_advance(self, table: TableName, state: _TableState, runs: list[StagedRun],
-                              through_ts: int | None) -> None:
-        """`_require_advance` for each staged run's MERGE (`_flush_runs`), before any is written; and no run
-        after the first may begin at or before the point the one before it leaves: its rows there would be
-        taken for applied."""
+    def _require_advance(self, table: TableName, state: _TableState, merges: list[tuple[TableChanges, int | None]]) -> None:
+        """Refuse MERGEs of changes the table lacks that would not move its applied point forward, before any is
+        written: Delta skips a commit whose transaction version (the point's commitTs) is not above its last
+        one's, so those changes would be dropped without a word; and no MERGE after the first may begin at or
+        before the point the one before it leaves: its rows there would be taken for applied. Only rows of one
+        commitTs and table in two structures lead here (each part is merged on its own); the decoders give a
+        commitTs one."""
         if self._ordering is not Ordering.COMMIT_TS:
             return
         held = state.point.ts if state.point is not None else None
-        for i, run in enumerate(runs):
-            point = through_ts if i == len(runs) - 1 else run.commit_ts
-            if held is not None and ((i > 0 and run.min_commit_ts <= held) or (point is not None and point <= held)):
-                raise _split_commit_ts(table, point, held)
-            held = point if point is not None else held
+        for i, (part, through) in enumerate(merges):
+            if held is not None and ((i > 0 and part.min_commit_ts <= held) or (through is not None and through <= held)):
+                raise _split_commit_ts(table, through, held)
+            held = through if through is not None else held
 
     def _first_ts(self, commit_ts: int) -> dict | None:
         """The note saying the commit holds no change before `commit_ts` (commitTs ordering): the version before
         it is then also the table as upstream had it up to there (`apply.as_of`)."""
         return {"firstTs": commit_ts} if self._ordering is Ordering.COMMIT_TS and commit_ts > 0 else None
 
-    def _run_point(self, state: _TableState, run: StagedRun, through_ts: int | None) -> AppliedPoint:
-        if self._ordering is Ordering.OFFSET:
-            offsets = state.point.offset_map() if state.point is not None else {}
-            for tp, end in run.offsets.items():
-                offsets[tp] = max(offsets.get(tp, 0), end)
-            return AppliedPoint.at_offsets(offsets, state.point.ts if state.point is not None else None)
-        return AppliedPoint(ts=through_ts)
-
     def _kept_columns(self, state: _TableState, table: TableName, schema: TableSchema) -> list[int]:
         """Positions of `schema`'s columns the Delta table has (rows older than its structure have fewer)."""
         if state.columns is None:
             state.columns = {name.lower() for name, _ in self._writer.columns(table)}
         return [i for i, c in enumerate(schema.columns) if c.name.lower() in state.columns]
-
-    @staticmethod
-    def _projected(schema: TableSchema, keep: Sequence[int]) -> TableSchema:
-        if len(keep) == len(schema.columns):
-            return schema
-        return TableSchema(schema.name, tuple(schema.columns[i] for i in keep), schema.key, schema.table_id, schema.version)
 
     def _grow_structure(self, table: TableName, state: _TableState, schema: TableSchema) -> None:
         if _holds_structure(state, schema):
@@ -526,20 +404,6 @@ class Applier:
         state.aligned_to = schema
         state.columns = None
 
-    def _project(
-        self, state: _TableState, table: TableName, schema: TableSchema, changes: list[NetChange]
-    ) -> tuple[TableSchema, list[NetChange]]:
-        """The rows restricted to columns the table has (rows older than its structure)."""
-        if state.columns is None:
-            state.columns = {name.lower() for name, _ in self._writer.columns(table)}
-        keep = [i for i, c in enumerate(schema.columns) if c.name.lower() in state.columns]
-        if len(keep) == len(schema.columns):
-            return schema, changes
-        projected = TableSchema(
-            schema.name, tuple(schema.columns[i] for i in keep), schema.key, schema.table_id, schema.version
-        )
-        return projected, [NetChange(c.deleted, tuple(c.values[i] for i in keep)) for c in changes]
-
     # --- DDL --------------------------------------------------------------------
 
     def _apply_schema_change(self, change: SchemaChange) -> None:
@@ -557,7 +421,7 @@ class Applier:
             self._begin_history(table, history)
         if not self._holds(table, change):
             log.info("%s: applying %s at commitTs %d (%s)", table, change.kind.value, change.commit_ts, change.statement)
-            point = self._point_after(state, [change], change.commit_ts)
+            point = point_after(state.point, [change], change.commit_ts, self._ordering)
             _HANDLERS[change.kind](self, change, state, point)
             state.point = point
             state.columns = None
@@ -571,7 +435,7 @@ class Applier:
         replacing it), the structure follows the table's but keeps dropped columns, a renamed table's
         history is renamed with it."""
         state = self._state(history)
-        point = self._point_after(state, [change], change.commit_ts)
+        point = point_after(state.point, [change], change.commit_ts, self._ordering)
         old = _renamed_from(change)
         if old is not None and not state.exists:
             old_history = self._history_of(old)
@@ -672,6 +536,13 @@ def _renamed_from(event: RowChange | SchemaChange) -> TableName | None:
     if isinstance(event, SchemaChange) and event.kind is SchemaChangeKind.RENAME and event.previous_name != event.table:
         return event.previous_name
     return None
+
+
+def _projected(schema: TableSchema, keep: Sequence[int]) -> TableSchema:
+    """`schema` with only its columns at `keep`."""
+    if len(keep) == len(schema.columns):
+        return schema
+    return TableSchema(schema.name, tuple(schema.columns[i] for i in keep), schema.key, schema.table_id, schema.version)
 
 
 def _holds_structure(state: _TableState, schema: TableSchema) -> bool:

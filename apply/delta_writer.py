@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from ticdc_delta.apply import history as history_sql
-from ticdc_delta.apply.collapse import NetChange
 from ticdc_delta.apply.evolution import EvolutionPlan, normalized_type, plan
 from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.locator import TableLocator
+from ticdc_delta.apply.merge_source import MergeSource, SourceRows
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.points import AppliedPoint, PendingBackfill, TableProgress
 from ticdc_delta.apply.progress import APP_ID, commit_tags, read_progress
@@ -363,45 +363,36 @@ class DeltaWriter:
                 f"WHEN MATCHED{f' AND {where}' if where else ''} THEN UPDATE SET {assignments}"
             )
 
-    def merge(
-        self,
-        table: TableName,
-        schema: TableSchema,
-        changes: Sequence[NetChange],
-        point: AppliedPoint,
-        *,
-        into_empty: bool = False,
-        idempotent: bool = True,
-        note: Mapping[str, object] | None = None,
-    ) -> None:
-        """Apply net changes through `point`; `into_empty`: the table is known to hold no rows.
+    def merge(self, table: TableName, schema: TableSchema, source: MergeSource, point: AppliedPoint, *,
+              into_empty: bool = False, idempotent: bool = True, note: Mapping[str, object] | None = None) -> None:
+        """Apply net changes through `point`: `source` holds per key its values of `schema`'s columns (c0..)
+        then whether it was deleted (`apply.changes`). `into_empty`: the table is known to hold no rows.
 
         Into an empty table the changes are appended (the upserts; deletes have
         nothing to delete): the same result as a MERGE, without its join.
         `idempotent` False: no idempotent-write pair (a dead-letter replay, which
-        does not move the table past the commitTs it already records); `note`
-        says on the commit what it was.
+        does not move the table past the commitTs it already records; a snapshot's
+        rows replacing a table whose log may hold the stream's); `note` says on
+        the commit what it was.
         """
-        if into_empty:
-            changes = [c for c in changes if not c.deleted]
-            if not changes:
+        if into_empty and isinstance(source, SourceRows):
+            source = SourceRows([row for row in source.rows if not row[-1]])  # deletes: nothing to delete
+            if not source.rows:
                 return
         schema = self._layout(table).delta_schema(schema)
-        rows = [(*change.values, change.deleted) for change in changes]
-        source_schema = _source_schema(schema.columns, f"{_DELETED} BOOLEAN")
+        with self._view(source, _source_schema(schema.columns, f"{_DELETED} BOOLEAN")) as view:
+            self._merge_source(table, schema, view, point, into_empty=into_empty, idempotent=idempotent, note=note)
+
+    @contextmanager
+    def _view(self, source: MergeSource, schema: str) -> Iterator[str]:
+        """`source` as a temporary view of the session, for the duration of the block."""
         with ExitStack() as scope:
             with self._times.phase("source_build"):
-                source = scope.enter_context(self._sql.view(rows, source_schema))
-            self._merge_source(table, schema, source, point, into_empty=into_empty, idempotent=idempotent, note=note)
-
-    def merge_frame(self, table: TableName, schema: TableSchema, changes, point: AppliedPoint, *, into_empty: bool = False,
-                    idempotent: bool = True, note: Mapping[str, object] | None = None) -> None:
-        """Like `merge`, from a DataFrame of net changes (columns c0.. in `schema`'s order, then ticdc_deleted):
-        the Spark engine's and the snapshot's, built where the rows are. `idempotent` False: no Delta
-        transaction id (a snapshot's rows replace a table whose log may hold the stream's)."""
-        schema = self._layout(table).delta_schema(schema)
-        with self._sql.frame_view(changes) as source:
-            self._merge_source(table, schema, source, point, into_empty=into_empty, idempotent=idempotent, note=note)
+                if isinstance(source, SourceRows):
+                    view = scope.enter_context(self._sql.view(source.rows, schema))
+                else:
+                    view = scope.enter_context(self._sql.frame_view(source.frame))
+            yield view
 
     def _merge_source(self, table: TableName, schema: TableSchema, source: str, point: AppliedPoint, *,
                       into_empty: bool, idempotent: bool = True, note: Mapping[str, object] | None = None) -> None:
@@ -434,20 +425,12 @@ class DeltaWriter:
             self._sql.run(statement, commit_tags(point), what=f"begin {history} from {table}")
         log.info("%s begins with the rows of %s, valid from %s", history, table, point.to_json())
 
-    def merge_history(self, history: TableName, schema: TableSchema, source_rows: Sequence[tuple],
-                      point: AppliedPoint, *, note: Mapping[str, object] | None = None) -> None:
-        """One MERGE of `apply.history.history_source` rows of `schema` (the table's columns) into `history`."""
+    def merge_history(self, history: TableName, schema: TableSchema, source: MergeSource, point: AppliedPoint, *,
+                      note: Mapping[str, object] | None = None) -> None:
+        """One MERGE into `history` of `apply.history.history_source` rows of `schema` (the table's columns)."""
         schema = self._layout(history).delta_schema(schema)
-        source_schema = _source_schema(schema.columns, *history_sql.SOURCE_COLUMNS)
-        with self._sql.view(list(source_rows), source_schema) as source:
-            self._merge_history_source(history, schema, source, point, note)
-
-    def merge_history_frame(self, history: TableName, schema: TableSchema, source_rows, point: AppliedPoint, *,
-                            note: Mapping[str, object] | None = None) -> None:
-        """Like `merge_history`, from a DataFrame of those rows (the Spark engine's)."""
-        schema = self._layout(history).delta_schema(schema)
-        with self._sql.frame_view(source_rows) as source:
-            self._merge_history_source(history, schema, source, point, note)
+        with self._view(source, _source_schema(schema.columns, *history_sql.SOURCE_COLUMNS)) as view:
+            self._merge_history_source(history, schema, view, point, note)
 
     def _merge_history_source(self, history: TableName, schema: TableSchema, source: str, point: AppliedPoint,
                               note: Mapping[str, object] | None) -> None:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from ticdc_delta.apply.collapse import NetChange
+from ticdc_delta.apply.merge_source import SourceRows
 from ticdc_delta.apply.points import AppliedPoint, TableProgress
 from ticdc_delta.schema_cache.events import (
     Event,
@@ -410,7 +411,7 @@ def apply_replay(writer, plan: ReplayPlan, ordering: Ordering) -> list[Decision]
         writer.merge(
             group.table,
             group.schema,
-            list(group.changes.values()),
+            SourceRows.of(group.changes.values()),
             point,
             idempotent=False,
             note={"replayedDeadLetters": sorted(str(p) for p in group.positions)},

@@ -12,18 +12,18 @@ delete needs its key alone. The driver engine does the same row by row (`apply.a
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ticdc_delta.schema_cache.events import SchemaChange, TableName, TableSchema, TopicPartition
+from ticdc_delta.apply.changes import UPSERTS
+from ticdc_delta.apply.merge_source import MergeSource, SourceFrame
+from ticdc_delta.apply.points import AppliedPoint
+from ticdc_delta.schema_cache.events import Ordering, SchemaChange, TableName, TableSchema, TopicPartition
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
     from ticdc_delta.apply.staging import StagingTable
-
-UPSERTS = ("INSERT", "UPDATE", "UPSERT")
 
 
 @dataclass(frozen=True)
@@ -54,13 +54,82 @@ class StagedRun:
     def has_upserts(self) -> bool:
         return any(self.ops.get(op) for op in UPSERTS)
 
-    def net_changes(self, keep: Sequence[int], after: Mapping | None) -> DataFrame:
-        """The MERGE source of this run (`StagingTable.net_changes`)."""
-        return self.staging.net_changes(self, self.schema, keep, after)
+    def covered_by(self, point: AppliedPoint | None, ordering: Ordering) -> bool:
+        """Whether a table applied through `point` holds all of this run."""
+        if point is None:
+            return False
+        if ordering is Ordering.OFFSET:
+            applied = point.offset_map()
+            return all(end <= applied.get(tp, 0) for tp, end in self.offsets.items())
+        return point.ts is not None and self.commit_ts <= point.ts
 
-    def history_source(self, keep: Sequence[int], after: Mapping | None) -> DataFrame:
-        """The history MERGE source of this run (`StagingTable.history_source`)."""
-        return self.staging.history_source(self, keep, after)
+
+@dataclass(slots=True)
+class StagedChanges:
+    """Runs of one table's staged rows, of one structure (`apply.changes.TableChanges`): one MERGE per run, its
+    source built by Spark where the rows are; a run's rows a table already holds are left out by its point."""
+
+    table: TableName
+    ordering: Ordering
+    runs: list[StagedRun] = field(default_factory=list)
+
+    @property
+    def schema(self) -> TableSchema:
+        return self.runs[-1].schema
+
+    @property
+    def count(self) -> int:
+        return sum(run.rows for run in self.runs)
+
+    @property
+    def ops(self) -> Mapping[str, int]:
+        total: Counter[str] = Counter()
+        for run in self.runs:
+            total.update(run.ops)
+        return total
+
+    @property
+    def has_upserts(self) -> bool:
+        return any(run.has_upserts for run in self.runs)
+
+    @property
+    def min_commit_ts(self) -> int:
+        return min(run.min_commit_ts for run in self.runs)
+
+    def lacked_by(self, point: AppliedPoint | None) -> StagedChanges | None:
+        # Runs are in the protocol's order: those a point holds are a prefix.
+        lacking = [run for run in self.runs if not run.covered_by(point, self.ordering)]
+        return StagedChanges(self.table, self.ordering, lacking) if lacking else None
+
+    def merges(self, through_ts: int | None) -> list[tuple[StagedChanges, int | None]]:
+        last = len(self.runs) - 1
+        return [(StagedChanges(self.table, self.ordering, [run]), through_ts if i == last else run.commit_ts)
+                for i, run in enumerate(self.runs)]
+
+    def point_after(self, prior: AppliedPoint | None, through_ts: int | None) -> AppliedPoint:
+        if self.ordering is not Ordering.OFFSET:
+            return AppliedPoint(ts=through_ts)
+        offsets = prior.offset_map() if prior is not None else {}
+        for run in self.runs:
+            for tp, end in run.offsets.items():
+                offsets[tp] = max(offsets.get(tp, 0), end)
+        return AppliedPoint.at_offsets(offsets, prior.ts if prior is not None else None)
+
+    def net_changes(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
+        (run,) = self.runs  # one MERGE per run (`merges`)
+        return SourceFrame(run.staging.net_changes(run, run.schema, keep, self._after(prior)))
+
+    def history_rows(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
+        (run,) = self.runs
+        return SourceFrame(run.staging.history_source(run, keep, self._after(prior)))
+
+    def _after(self, prior: AppliedPoint | None) -> dict | None:
+        """Which staged rows a table at `prior` lacks, as `apply.staging` selects them."""
+        if prior is None:
+            return None
+        if self.ordering is Ordering.OFFSET:
+            return prior.offset_map() or None
+        return {"ts": prior.ts} if prior.ts is not None else None
 
 
 @dataclass(frozen=True)

@@ -415,6 +415,7 @@ def bench_features(args, lake: Lake) -> None:
     from ticdc_delta.apply.collapse import NetChange
     from ticdc_delta.apply.delta_writer import DeltaWriter, Evolution
     from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.apply.merge_source import SourceRows
     from ticdc_delta.apply.points import AppliedPoint
     from ticdc_delta.apply.sql_session import SqlSession
     from ticdc_delta.apply.table_features import COMPATIBLE, FULL
@@ -459,7 +460,7 @@ def bench_features(args, lake: Lake) -> None:
                                     "qty": "1", "at": "2026-02-01 00:00:00",
                                     "ts": {"location": "UTC", "value": "2026-02-01 00:00:00"}, "note": "n"})
                 changes.append(NetChange(False, values))
-            writer.merge(table, codec.schema, changes, AppliedPoint(ts=batch_ts[0]))
+            writer.merge(table, codec.schema, SourceRows.of(changes), AppliedPoint(ts=batch_ts[0]))
 
         return run
 

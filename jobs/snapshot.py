@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 
 from ticdc_delta.apply.arrow_types import source_type
 from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.merge_source import SourceFrame
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.points import AppliedPoint
 from ticdc_delta.apply.progress import applied_history
@@ -153,8 +154,8 @@ class SnapshotLoader:
         if frame is None:
             frame = self._spark.createDataFrame([], _source_schema(codec))
         try:
-            self._writer.merge_frame(name, codec.schema, frame, AppliedPoint(ts=tso), into_empty=True, idempotent=False,
-                                     note={"snapshotTs": tso})
+            self._writer.merge(name, codec.schema, SourceFrame(frame), AppliedPoint(ts=tso), into_empty=True,
+                               idempotent=False, note={"snapshotTs": tso})
         except Exception as err:
             raise SnapshotError(f"{name}: loading {len(table.data_files)} data files failed: {_cause(err)}") from err
         log.info("%s: loaded from %d data files, applied through TSO %d", name, len(table.data_files), tso)
@@ -211,7 +212,7 @@ class SnapshotLoader:
 
 
 def _source_schema(codec: RowCodec) -> str:
-    """The MERGE source's columns (`DeltaWriter.merge_frame`): c0.. in the table's order, then ticdc_deleted."""
+    """The MERGE source's columns (`DeltaWriter.merge`): c0.. in the table's order, then ticdc_deleted."""
     columns = [f"c{i} {source_type(c.spark_type)}" for i, c in enumerate(codec.schema.columns)]
     return ", ".join([*columns, "ticdc_deleted BOOLEAN"])
 

@@ -7,6 +7,7 @@ which statements it asks for, with which applied points, and can raise after the
 from __future__ import annotations
 
 from ticdc_delta.apply.delta_writer import Evolution
+from ticdc_delta.apply.merge_source import SourceRows
 from ticdc_delta.apply.points import TableProgress
 from ticdc_delta.apply.tombstones import Removal
 from ticdc_delta.schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema
@@ -63,13 +64,13 @@ class RecordingWriter:
         self._did("evolve", table, point)
         return False
 
-    def merge(self, table, schema, changes, point, **options):
+    def merge(self, table, schema, source, point, **options):
         self._mark(table, point)
-        self._did("merge", table, point, len(changes))
+        self._did("merge", table, point, _count(source))
 
     def merge_history(self, history, schema, source, point, *, note=None):
         self._mark(history, point)
-        self._did("merge_history", history, point, len(source))
+        self._did("merge_history", history, point, _count(source))
 
     def close_history(self, history, commit_ts, point):
         self._mark(history, point)
@@ -78,6 +79,11 @@ class RecordingWriter:
     def rename(self, old, new):
         self.tables[new] = self.tables.pop(old)
         self._did("rename", old, new)
+
+
+def _count(source) -> int | None:
+    """A MERGE source's rows: in memory, how many; a DataFrame (staged runs) is not counted here."""
+    return len(source.rows) if isinstance(source, SourceRows) else None
 
 
 class Tombstones:

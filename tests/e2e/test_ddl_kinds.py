@@ -16,6 +16,7 @@ from tests.support import applier_for
 from ticdc_delta.apply.collapse import NetChange
 from ticdc_delta.apply.delta_writer import DeltaWriter, add_columns_sql
 from ticdc_delta.apply.locator import CatalogLocator, PathLocator
+from ticdc_delta.apply.merge_source import SourceRows
 from ticdc_delta.apply.points import AppliedPoint, PendingBackfill, TableProgress
 from ticdc_delta.apply.progress import commit_tags, read_progress
 from ticdc_delta.apply.sql_session import spark_version
@@ -181,7 +182,7 @@ def test_a_rewrite_keeps_replays_harmless(sql, spark, table, features):
     replay = [ddl(10, SchemaChangeKind.CREATE, base), insert(11, base, 1, "a", 5), rename, insert(21, renamed, 3, "c", 7)]
     applier_for(sql, locator, table_features=features).apply(replay, {"topic": 21})
     writer = DeltaWriter(sql, locator, table_features=features)
-    writer.merge(T, renamed, [NetChange(False, (1, "stale", 0))], AppliedPoint(ts=11))
+    writer.merge(T, renamed, SourceRows.of([NetChange(False, (1, "stale", 0))]), AppliedPoint(ts=11))
 
     assert len(operations(spark, locator)) == versions
     assert rows(spark, locator) == [(1, "a", 5), (2, "b", 6), (3, "c", 7)]

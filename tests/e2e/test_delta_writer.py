@@ -13,6 +13,7 @@ from tests.support import applier_for
 from ticdc_delta.apply.collapse import NetChange
 from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.locator import CatalogLocator, PathLocator
+from ticdc_delta.apply.merge_source import SourceRows
 from ticdc_delta.apply.points import AppliedPoint, TableProgress
 from ticdc_delta.apply.progress import read_progress
 from ticdc_delta.apply.table_features import COMPATIBLE, FULL
@@ -46,15 +47,15 @@ def test_merge_is_idempotent_per_applied_ts_and_never_moves_back(sql, spark, tmp
     writer = DeltaWriter(sql, locator)
     name = locator.sql_name(T)
     writer.create(T, SCHEMA, None, replace=False)
-    writer.merge(T, SCHEMA, [NetChange(False, (1, "a"))], AppliedPoint(ts=100))
+    writer.merge(T, SCHEMA, SourceRows.of([NetChange(False, (1, "a"))]), AppliedPoint(ts=100))
     after_first = versions(spark, name)
 
-    writer.merge(T, SCHEMA, [NetChange(False, (1, "a"))], AppliedPoint(ts=100))
-    writer.merge(T, SCHEMA, [NetChange(False, (1, "stale"))], AppliedPoint(ts=90))
+    writer.merge(T, SCHEMA, SourceRows.of([NetChange(False, (1, "a"))]), AppliedPoint(ts=100))
+    writer.merge(T, SCHEMA, SourceRows.of([NetChange(False, (1, "stale"))]), AppliedPoint(ts=90))
     assert versions(spark, name) == after_first
     assert [tuple(r) for r in spark.table(name).collect()] == [(1, "a")]
 
-    writer.merge(T, SCHEMA, [NetChange(True, (1, "a")), NetChange(False, (2, "b"))], AppliedPoint(ts=110))
+    writer.merge(T, SCHEMA, SourceRows.of([NetChange(True, (1, "a")), NetChange(False, (2, "b"))]), AppliedPoint(ts=110))
     assert [tuple(r) for r in spark.table(name).collect()] == [(2, "b")]
     assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=110))
 

@@ -1,0 +1,147 @@
+"""The changes of one table between two applied points, of one structure: what the applier merges.
+
+Two kinds, one interface (`TableChanges`), so the applier has one flush and the Delta writer one MERGE for
+both engines, for a table and its history alike:
+
+- `RowChanges`: row events held in memory (the driver engine); one MERGE, its source collapsed here.
+- `apply.staged_run.StagedChanges`: runs of rows staged in a Delta table (the Spark engine); one MERGE per
+  run, its source a DataFrame built where the rows are.
+
+Each says which of its changes a table at a given point lacks (replays are skipped), the point a MERGE of
+them leaves, and its MERGE source (`apply.merge_source`) restricted to the columns the table has.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ticdc_delta.apply.collapse import collapse
+from ticdc_delta.apply.history import history_source
+from ticdc_delta.apply.merge_source import MergeSource, SourceRows
+from ticdc_delta.apply.points import AppliedPoint
+from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TableSchema
+
+UPSERTS = ("INSERT", "UPDATE", "UPSERT")
+
+
+class TableChanges(Protocol):
+    """Changes of one table in the protocol's order, all of one structure (`schema`, the table's columns)."""
+
+    table: TableName
+
+    @property
+    def schema(self) -> TableSchema: ...
+
+    @property
+    def count(self) -> int:
+        """How many row events."""
+
+    @property
+    def ops(self) -> Mapping[str, int]:
+        """Row events per op name (INSERT, UPDATE, DELETE, ...)."""
+
+    @property
+    def has_upserts(self) -> bool: ...
+
+    @property
+    def min_commit_ts(self) -> int: ...
+
+    def lacked_by(self, point: AppliedPoint | None) -> TableChanges | None:
+        """Those a table applied through `point` does not hold (None: it holds all)."""
+
+    def merges(self, through_ts: int | None) -> list[tuple[TableChanges, int | None]]:
+        """The MERGEs they take, in order, each with the commitTs it applies through (commitTs ordering): the
+        last through `through_ts`, any before it through its own newest commitTs."""
+
+    def point_after(self, prior: AppliedPoint | None, through_ts: int | None) -> AppliedPoint:
+        """The applied point of a table at `prior` once these are in (by commitTs: all through `through_ts`)."""
+
+    def net_changes(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
+        """The MERGE source: per key its net change since `prior`, values of `schema`'s columns at `keep`."""
+
+    def history_rows(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
+        """The history MERGE source (`apply.history`) of those since `prior`, columns at `keep`."""
+
+
+def covers(point: AppliedPoint | None, event: RowChange | SchemaChange, ordering: Ordering) -> bool:
+    """Whether a table applied through `point` already holds `event` (a replay)."""
+    if point is None:
+        return False
+    by_ts = point.ts is not None and event.commit_ts <= point.ts
+    if ordering is Ordering.OFFSET:
+        by_offset = event.position.offset < point.offset_map().get(event.position.topic_partition, 0)
+        # DDL copies on other partitions are known by commitTs (0: unknown).
+        return by_offset or (isinstance(event, SchemaChange) and event.commit_ts > 0 and by_ts)
+    return by_ts
+
+
+def point_after(prior: AppliedPoint | None, events: Sequence[RowChange | SchemaChange], through_ts: int | None,
+                ordering: Ordering) -> AppliedPoint:
+    """The applied point of a table at `prior` once `events` (and, by commitTs, all through `through_ts`) are in."""
+    if ordering is not Ordering.OFFSET:
+        return AppliedPoint(ts=through_ts)
+    offsets = prior.offset_map() if prior is not None else {}
+    ddl_ts = prior.ts if prior is not None else None
+    for event in events:
+        key = event.position.topic_partition
+        # A schema change comes before the row of the same message (a new
+        # schema id): the point reaches that message, the row moves past it.
+        end = event.position.offset + (1 if isinstance(event, RowChange) else 0)
+        offsets[key] = max(offsets.get(key, 0), end)
+        if isinstance(event, SchemaChange) and event.commit_ts > 0:
+            ddl_ts = max(ddl_ts or 0, event.commit_ts)
+    return AppliedPoint.at_offsets(offsets, ddl_ts)
+
+
+@dataclass(slots=True)
+class RowChanges:
+    """Row events of one table held in memory (the driver engine): one MERGE of their net changes."""
+
+    table: TableName
+    ordering: Ordering
+    events: list[RowChange] = field(default_factory=list)
+
+    @property
+    def schema(self) -> TableSchema:
+        return self.events[-1].schema
+
+    @property
+    def count(self) -> int:
+        return len(self.events)
+
+    @property
+    def ops(self) -> Mapping[str, int]:
+        return Counter(row.op.value for row in self.events)
+
+    @property
+    def has_upserts(self) -> bool:
+        return any(row.after is not None for row in self.events)
+
+    @property
+    def min_commit_ts(self) -> int:
+        return min(row.commit_ts for row in self.events)
+
+    def lacked_by(self, point: AppliedPoint | None) -> RowChanges | None:
+        lacking = [row for row in self.events if not covers(point, row, self.ordering)]
+        return RowChanges(self.table, self.ordering, lacking) if lacking else None
+
+    def merges(self, through_ts: int | None) -> list[tuple[TableChanges, int | None]]:
+        return [(self, through_ts)]
+
+    def point_after(self, prior: AppliedPoint | None, through_ts: int | None) -> AppliedPoint:
+        return point_after(prior, self.events, through_ts, self.ordering)
+
+    def net_changes(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
+        changes = collapse(self.events, by_commit_ts=self.ordering is Ordering.COMMIT_TS)
+        return SourceRows([(*_kept(change.values, keep), change.deleted) for change in changes])
+
+    def history_rows(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
+        width = len(self.schema.columns)
+        return SourceRows([(*_kept(row[:width], keep), *row[width:]) for row in history_source(self.events, self.schema)])
+
+
+def _kept(values: tuple, keep: Sequence[int]) -> tuple:
+    return values if len(keep) == len(values) else tuple(values[i] for i in keep)

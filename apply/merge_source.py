@@ -1,0 +1,35 @@
+"""A MERGE's source, held where its rows are: in memory (the driver engine) or as a DataFrame (the Spark
+engine, a snapshot load). The Delta writer turns either into a temporary view and runs one statement."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from ticdc_delta.apply.collapse import NetChange
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRows:
+    """Rows held in memory: per row the values of the table's columns (c0..), then the source's own columns."""
+
+    rows: list[tuple]
+
+    @staticmethod
+    def of(changes: Iterable[NetChange]) -> SourceRows:
+        """Net changes per key (`apply.collapse`) as a MERGE source: values, then whether deleted."""
+        return SourceRows([(*change.values, change.deleted) for change in changes])
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFrame:
+    """Rows as a DataFrame of the writer's session, with those columns."""
+
+    frame: DataFrame
+
+
+MergeSource = SourceRows | SourceFrame
