@@ -30,13 +30,12 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ticdc_delta.apply.changes import RowChanges, TableChanges, covers, point_after
+from ticdc_delta.apply.changes import RowChanges, TableChanges, covers, key_signature, point_after
 from ticdc_delta.apply.delta_writer import ADDITIVE_ONLY, DeltaWriter, Evolution
 from ticdc_delta.apply.history import IS_CURRENT, HistoryChoice, history_schema
 from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.points import AppliedPoint, PendingBackfill
-from ticdc_delta.apply.staged_run import StagedChanges, StagedRun, key_signature
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Removal, Tombstones
 from ticdc_delta.exceptions import ApplyError
@@ -123,9 +122,11 @@ class Applier:
         self._summary = ApplySummary()
 
     def apply(
-        self, events: Sequence[Event], watermarks: Mapping[str, int], holds: Mapping[TableName, int] | None = None
+        self, events: Sequence[Event | TableChanges], watermarks: Mapping[str, int],
+        holds: Mapping[TableName, int] | None = None,
     ) -> ApplySummary:
-        """Apply `events` (complete, in order); `watermarks` are per topic (commitTs ordering).
+        """Apply `events` (complete, in order): row and schema changes, and changes grouped where they are
+        (`apply.changes`, the Spark engine's staged runs); `watermarks` are per topic (commitTs ordering).
 
         `holds`: per table, the commitTs of its oldest event still waiting
         elsewhere (parked for its schema): the table is applied only up to just
@@ -142,9 +143,9 @@ class Applier:
                 self._add_row(event)
             elif isinstance(event, SchemaChange):
                 self._apply_schema_change(event)
-            elif isinstance(event, StagedRun):
+            elif isinstance(event, TableChanges):
                 topic_of[event.table] = event.topic
-                self._add_run(event)
+                self._add_changes(event)
             elif not isinstance(event, Watermark):
                 raise TypeError(f"unexpected event {event!r}")
         pending = list(self._pending)
@@ -158,7 +159,7 @@ class Applier:
         self._times.working_on("")
         return self._summary
 
-    def _register_new_tables(self, events: Sequence[Event | StagedRun]) -> None:
+    def _register_new_tables(self, events: Sequence[Event | TableChanges]) -> None:
         """Register the tables of `events` that do not exist yet (this batch may create them) before it is
         applied; those that exist, if the registry lacks them (made by a release before it)."""
         names = {event.table for event in events if type(event) is not Watermark}
@@ -263,20 +264,26 @@ class Applier:
                 pending.events[:], row = fitted
         self._pending.setdefault(row.table, RowChanges(row.table, self._ordering)).events.append(row)
 
-    def _add_run(self, run: StagedRun) -> None:
-        """A stretch of staged rows (the Spark engine): skipped if the table holds all of it, else pending."""
-        state = self._state(run.table)
-        history = self._history_of(run.table)
-        if run.covered_by(state.point, self._ordering) and (
-            history is None or self._begins_from_table(run.table, history)
-            or run.covered_by(self._state(history).point, self._ordering)
-        ):
-            self._summary.skipped_replays += run.rows
+    def _add_changes(self, changes: TableChanges) -> None:
+        """Changes grouped where they are (the Spark engine's staged runs): skipped if the table, and its history
+        if it keeps one, hold all of them; else pending, after the table's pending changes of another structure
+        are merged."""
+        table = changes.table
+        lacking = changes.lacked_by(self._state(table).point)
+        history = self._history_of(table)
+        if history is not None and lacking is None and not self._begins_from_table(table, history):
+            lacking = changes.lacked_by(self._state(history).point)
+        if lacking is None:
+            self._summary.skipped_replays += changes.count
             return
-        pending = self._pending.get(run.table)
-        if pending is not None and not pending.schema.same_structure(run.schema):
-            self._flush(run.table, run.min_commit_ts - 1)
-        self._pending.setdefault(run.table, StagedChanges(run.table, self._ordering)).runs.append(run)
+        pending = self._pending.get(table)
+        if pending is None:
+            self._pending[table] = changes
+        elif pending.schema.same_structure(changes.schema):
+            pending.absorb(changes)
+        else:
+            self._flush(table, changes.min_commit_ts - 1)
+            self._pending[table] = changes
 
     def _flush(self, table: TableName, through_ts: int | None) -> None:
         """Merge the table's pending changes (and its history's); commitTs ordering: applied through `through_ts`."""

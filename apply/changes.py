@@ -4,7 +4,7 @@ Two kinds, one interface (`TableChanges`), so the applier has one flush and the 
 both engines, for a table and its history alike:
 
 - `RowChanges`: row events held in memory (the driver engine); one MERGE, its source collapsed here.
-- `apply.staged_run.StagedChanges`: runs of rows staged in a Delta table (the Spark engine); one MERGE per
+- `jobs.spark_engine.runs.StagedChanges`: runs of rows staged in a Delta table (the Spark engine); one MERGE per
   run, its source a DataFrame built where the rows are.
 
 Each says which of its changes a table at a given point lacks (replays are skipped), the point a MERGE of
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ticdc_delta.apply.collapse import collapse
 from ticdc_delta.apply.history import history_source
@@ -27,6 +27,7 @@ from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, T
 UPSERTS = ("INSERT", "UPDATE", "UPSERT")
 
 
+@runtime_checkable
 class TableChanges(Protocol):
     """Changes of one table in the protocol's order, all of one structure (`schema`, the table's columns)."""
 
@@ -34,6 +35,10 @@ class TableChanges(Protocol):
 
     @property
     def schema(self) -> TableSchema: ...
+
+    @property
+    def topic(self) -> str:
+        """The topic they came from (its watermark bounds a commitTs-ordered MERGE)."""
 
     @property
     def count(self) -> int:
@@ -49,8 +54,14 @@ class TableChanges(Protocol):
     @property
     def min_commit_ts(self) -> int: ...
 
+    @property
+    def max_commit_ts(self) -> int: ...
+
     def lacked_by(self, point: AppliedPoint | None) -> TableChanges | None:
         """Those a table applied through `point` does not hold (None: it holds all)."""
+
+    def absorb(self, later: TableChanges) -> None:
+        """Take `later` (of this kind, table and structure, after these in order) in with these."""
 
     def merges(self, through_ts: int | None) -> list[tuple[TableChanges, int | None]]:
         """The MERGEs they take, in order, each with the commitTs it applies through (commitTs ordering): the
@@ -64,6 +75,12 @@ class TableChanges(Protocol):
 
     def history_rows(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
         """The history MERGE source (`apply.history`) of those since `prior`, columns at `keep`."""
+
+
+def key_signature(schema: TableSchema) -> tuple[tuple[str, str], ...]:
+    """The key columns' names (case aside) and types: deletes of structures with one signature find their rows alike."""
+    types = {c.name: c.spark_type for c in schema.columns}
+    return tuple((k.lower(), types[k]) for k in schema.key)
 
 
 def covers(point: AppliedPoint | None, event: RowChange | SchemaChange, ordering: Ordering) -> bool:
@@ -109,6 +126,10 @@ class RowChanges:
         return self.events[-1].schema
 
     @property
+    def topic(self) -> str:
+        return self.events[-1].position.topic
+
+    @property
     def count(self) -> int:
         return len(self.events)
 
@@ -124,9 +145,16 @@ class RowChanges:
     def min_commit_ts(self) -> int:
         return min(row.commit_ts for row in self.events)
 
+    @property
+    def max_commit_ts(self) -> int:
+        return max(row.commit_ts for row in self.events)
+
     def lacked_by(self, point: AppliedPoint | None) -> RowChanges | None:
         lacking = [row for row in self.events if not covers(point, row, self.ordering)]
         return RowChanges(self.table, self.ordering, lacking) if lacking else None
+
+    def absorb(self, later: RowChanges) -> None:
+        self.events.extend(later.events)
 
     def merges(self, through_ts: int | None) -> list[tuple[TableChanges, int | None]]:
         return [(self, through_ts)]

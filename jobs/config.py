@@ -31,7 +31,7 @@ else:  # Python 3.10: the same parser, published before it joined the standard l
 
 RUN_MODES = ("until-idle", "continuous")
 # driver: one Python process reads and decodes (small and medium streams); spark: Spark's Kafka source,
-# decoding on the executors, pending events staged in Delta (jobs/spark_pipeline.py).
+# decoding on the executors, pending events staged in Delta (jobs/spark_engine/intake.py).
 ENGINES = ("driver", "spark")
 BAD_MESSAGE_POLICIES = ("fail", "dead-letter")
 START_POSITIONS = ("earliest", "latest")
@@ -53,7 +53,7 @@ class KafkaConfig:
     # librdkafka passthrough (security.protocol, sasl.*, ssl.*, ...)
     properties: Mapping[str, str] = field(default_factory=dict)
     # Kafka Java client settings for Spark's Kafka source (run.engine = "spark"), beyond those translated
-    # from `properties` (jobs/spark_source.py)
+    # from `properties` (jobs/spark_engine/kafka_frame.py)
     java_properties: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import gc
 import json
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterable, Mapping, Sized
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from ticdc_delta.apply.applier import Applier, ApplySummary
+from ticdc_delta.apply.changes import TableChanges
 from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore, Retention
 from ticdc_delta.apply.dead_letters import DeadLetterTable
 from ticdc_delta.apply.delta_writer import DeltaWriter
@@ -43,6 +43,7 @@ from ticdc_delta.apply.tombstones import Tombstones
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.batch_metrics import MetricsRecorder, commit_ts_lag_ms, offset_lag
 from ticdc_delta.jobs.config import Config
+from ticdc_delta.jobs.intake import DriverIntake, Intake
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.live_progress import ProgressLine
 from ticdc_delta.jobs.runtime import check_session
@@ -50,11 +51,6 @@ from ticdc_delta.schema_cache.decoder import Decoder
 from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TopicPartition
 
 log = logging.getLogger(__name__)
-
-# Longest wait of one Kafka poll: continuous runs, and draining ones (`_collect`).
-_POLL_SECONDS = 0.5
-_DRAIN_POLL_SECONDS = 0.05
-
 
 def locator_for(config: Config) -> TableLocator:
     if config.target.path:
@@ -75,34 +71,18 @@ class RunResult:
     phases: dict[str, float] = field(default_factory=dict)
 
 
-@contextmanager
-def _no_cyclic_gc():
-    """Pause Python's cyclic garbage collector for a batch's decoding.
-
-    Decoding makes a few objects per message and no reference cycles, but the
-    collector keeps walking the growing batch of events it cannot free: on a
-    100,000-message batch that costs about a fifth of decoding. It is resumed
-    (if it was running) as soon as the batch is decoded.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 GateFactory = Callable[[Ordering, Mapping[str, Iterable[int]]], Gate]
 
 
 class Pipeline:
-    """The batch loop over its collaborators; `Pipeline.from_config` builds the production set."""
+    """The batch loop over its collaborators, one for both engines (`jobs.intake`); `Pipeline.from_config`
+    builds the production set."""
 
     def __init__(
         self,
         config: Config,
         *,
+        intake: Intake,
         source: KafkaSource,
         decoder: Decoder,
         applier: Applier,
@@ -117,6 +97,7 @@ class Pipeline:
     ) -> None:
         self._config = config
         self._consumer_id = config.kafka.group_id
+        self._intake = intake
         self._source = source
         self._decoder = decoder
         self._applier = applier
@@ -168,18 +149,21 @@ class Pipeline:
         times = PhaseTimes()
         writer = DeltaWriter(sql, locator, times, table_features=config.target.table_features)
         run = config.run
-        engine = cls
-        extra = {}
+        source = KafkaSource(config.kafka)
+        stop = stop or threading.Event()
+        progress = ProgressLine.for_run(run.mode, progress_stream)
         if run.engine == "spark":
-            from ticdc_delta.apply.staging import StagingTable
-            from ticdc_delta.jobs.spark_pipeline import SparkPipeline
+            from ticdc_delta.jobs.spark_engine.intake import SparkIntake
+            from ticdc_delta.jobs.spark_engine.staging import StagingTable
 
-            engine = SparkPipeline
-            extra = {"spark": sql.spark, "staging": StagingTable(sql, locator, config.kafka.group_id, decoder.ordering)}
-        return engine(
+            staging = StagingTable(sql, locator, config.kafka.group_id, decoder.ordering)
+            intake = SparkIntake(config, source, decoder, times, stop, progress, spark=sql.spark, staging=staging)
+        else:
+            intake = DriverIntake(run, source, decoder, times, stop, progress)
+        return cls(
             config,
-            **extra,
-            source=KafkaSource(config.kafka),
+            intake=intake,
+            source=source,
             decoder=decoder,
             applier=Applier(
                 writer,
@@ -199,7 +183,7 @@ class Pipeline:
             metrics=MetricsRecorder(
                 MetricsTable(sql, locator) if config.metrics.table else None, config.metrics.flush_seconds, times=times
             ),
-            progress=ProgressLine.for_run(run.mode, progress_stream),
+            progress=progress,
             lease=lease,
         )
 
@@ -227,7 +211,7 @@ class Pipeline:
             log.info("resuming %s from checkpoint batch %d", self._consumer_id, checkpoint.batch)
             self._decoder.restore(checkpoint.decoder_state)
             self._batch = checkpoint.batch
-        partitions = self._source.open(checkpoint.offsets if checkpoint else None)
+        partitions = self._intake.open(checkpoint.offsets if checkpoint else None)
         self._gate = self._gate_factory(self._decoder.ordering, partitions)
         if checkpoint is not None:
             self._gate.restore(checkpoint.watermarks)
@@ -242,7 +226,7 @@ class Pipeline:
         last_message_at = time.monotonic()
         while not self._stop.is_set():
             began, spent = time.monotonic(), self._times.totals()
-            messages = self._collect(until_idle)
+            messages = self._intake.collect(until_idle)
             summary, dead_letters = self._process(messages, result)
             if messages or summary:
                 self._record(len(messages), summary, dead_letters, result, began, spent)
@@ -250,7 +234,7 @@ class Pipeline:
             # nor is a broker that does not answer (the source raises once that lasts too long).
             if messages or self._source.waiting_for_broker():
                 last_message_at = time.monotonic()
-            if until_idle and self._caught_up():
+            if until_idle and self._intake.caught_up():
                 break
             if until_idle and time.monotonic() - last_message_at > self._config.run.idle_timeout_seconds:
                 log.warning(
@@ -269,56 +253,27 @@ class Pipeline:
             )
         return result
 
-    def _caught_up(self) -> bool:
-        """True once every partition was read up to its end offset noted at start."""
-        return self._source.caught_up()
-
     def _pending_count(self) -> int:
         """Events waiting for a watermark or for their structure."""
-        return len(self._gate) + len(self._decoder.parked())
+        return self._intake.waiting(self._gate) + len(self._decoder.parked())
 
-    def _collect(self, until_idle: bool) -> list:
-        run = self._config.run
-        deadline = time.monotonic() + run.batch_max_seconds
-        # A poll that does not fill the batch waits out its whole timeout: draining, polls are short, so
-        # the batch closes soon after the end offsets noted at start are reached (and with no poll at all
-        # when they already are).
-        poll_seconds = _DRAIN_POLL_SECONDS if until_idle else _POLL_SECONDS
-        batch = []
-        while len(batch) < run.batch_max_messages and not self._stop.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            with self._times.phase("kafka_poll"):
-                if until_idle and self._source.caught_up():
-                    break
-                got = self._source.poll(min(run.batch_max_messages - len(batch), 10_000), min(remaining, poll_seconds))
-                batch.extend(got)
-            if self._progress is not None:
-                self._progress.read(self._source.next_offsets())
-        return batch
-
-    def _process(self, messages: list, result: RunResult) -> tuple[ApplySummary, int]:
+    def _process(self, messages: Sized, result: RunResult) -> tuple[ApplySummary, int]:
         """Decode, gate, apply and checkpoint one batch; what it applied, and how many dead letters."""
-        with _no_cyclic_gc():
-            errors = self._decode(messages)
+        errors: list[DecodeError] = []
+        if messages:
+            self._intake.take(messages, self._gate, functools.partial(self._bad_message, errors=errors))
         if self._lease is not None:
             self._lease.check("apply a batch")  # (every write asks again)
-        # Complete events go to the tables in slices of at most a batch (a lagging
-        # partition may have held back far more); each slice ends at a commitTs.
         summary = ApplySummary()
         released_count = 0
-        while True:
-            holds = self._holds()
-            with self._times.phase("gate"):
-                released = self._gate.release(holds, self._config.run.batch_max_messages)
+        holds = self._holds()
+        for released in self._intake.releases(self._gate, holds):
             summary.add(self._applier.apply(released.events, released.through, holds))
             self._note_applied(released.through, released.events, holds)
             released_count += len(released.events)
-            if not released.more:
-                break
         with self._times.phase("dead_letters"):
             self._dead_letters.write(errors)
+        self._intake.settle(messages, holds)
         self._save_progress(summary)
 
         result.batches += 1
@@ -355,7 +310,7 @@ class Pipeline:
         if through:
             newest = min([*through.values(), *(ts - 1 for ts in (holds or {}).values())])
         else:
-            newest = max((e.commit_ts for e in events if isinstance(e, (RowChange, SchemaChange))), default=0)
+            newest = max((_newest_commit_ts(e) for e in events), default=0)
         if newest > 0 and newest > (self._applied_ts or 0):
             self._applied_ts = newest
 
@@ -388,25 +343,6 @@ class Pipeline:
         self._metrics.record(record)
         if self._progress is not None:
             self._progress.applied(result.rows_applied, len(self._tables_touched))
-
-    def _decode(self, messages: list) -> list[DecodeError]:
-        """Decode a batch into the gate; the messages that were bad input (policy dead-letter)."""
-        errors: list[DecodeError] = []
-        events: list = []
-        with self._times.phase("decode"):
-            decode = self._decoder.decode
-            for message in messages:
-                try:
-                    events.extend(decode(message))
-                except DecodeError as err:
-                    self._bad_message(err, errors)
-            for err in self._decoder.take_errors():
-                self._bad_message(err, errors)
-        with self._times.phase("gate"):
-            add = self._gate.add
-            for event in events:
-                add(event)
-        return errors
 
     def _holds(self) -> dict[TableName, int]:
         """Per table, the commitTs of its oldest message parked for its schema: nothing from there on is applied."""
@@ -443,8 +379,9 @@ class Pipeline:
         if self._checkpoints.cleanup_due(self._batch):
             with self._times.phase("checkpoint_cleanup"):
                 self._checkpoints.clean_up(self._consumer_id, self._batch)
+                self._intake.clean_up(self._checkpoints.retention)
 
-    def _bad_message(self, err: DecodeError, errors: list[DecodeError]) -> None:
+    def _bad_message(self, err: DecodeError, *, errors: list[DecodeError]) -> None:
         if self._config.policy.on_bad_message == "fail":
             raise err
         log.warning("dead-lettering %s: %s", err.position, err.reason)
@@ -452,8 +389,17 @@ class Pipeline:
 
     def _committable_offsets(self) -> dict[TopicPartition, int]:
         offsets = self._source.next_offsets()
-        held = self._gate.pending_offsets()
+        held = self._intake.held_offsets(self._gate)
         for parked in self._decoder.parked():
             tp = parked.position.topic_partition
             held[tp] = min(held.get(tp, parked.position.offset), parked.position.offset)
         return {tp: min(offset, held.get(tp, offset)) for tp, offset in offsets.items()}
+
+
+def _newest_commit_ts(event) -> int:
+    """The newest commitTs an applied event carries (0: a watermark, which is no change)."""
+    if isinstance(event, (RowChange, SchemaChange)):
+        return event.commit_ts
+    if isinstance(event, TableChanges):
+        return event.max_commit_ts
+    return 0

@@ -1,7 +1,7 @@
 """Row images, table structures and schema changes as bytes, for events staged in a Delta table.
 
 The Spark engine decodes on executors and stages row events in a Delta table until their
-watermark passes (`apply.staging`); their values travel as pickled tuples of the same Python
+watermark passes (`jobs.spark_engine.staging`); their values travel as pickled tuples of the same Python
 values the driver engine passes to Spark. Reading them back unpickles only what the decoders
 produce: built-in scalars, `Decimal`, the `datetime` types, and the event model's own classes.
 Anything else in a staged value (a tampered table) is refused: unpickling can run code.

@@ -1,4 +1,4 @@
-"""The Spark engine's Kafka settings and batch planning (jobs/spark_source.py, jobs/spark_pipeline.py), without Spark."""
+"""The Spark engine's Kafka settings and batch planning (jobs/spark_engine/kafka_frame.py, jobs/spark_engine/intake.py), without Spark."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs import config as config_module
-from ticdc_delta.jobs.spark_pipeline import _Ranges, plan_ranges
-from ticdc_delta.jobs.spark_source import java_properties
+from ticdc_delta.jobs.spark_engine.intake import _Ranges, plan_ranges
+from ticdc_delta.jobs.spark_engine.kafka_frame import java_properties
 from ticdc_delta.schema_cache.events import TopicPartition
 
 

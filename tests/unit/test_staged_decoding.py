@@ -1,4 +1,4 @@
-"""Decoding on executors (the Spark engine) gives exactly the driver's events (schema_cache/staged_decoding.py).
+"""Decoding on executors (the Spark engine) gives exactly the driver's events (jobs/spark_engine/executor_decoding.py).
 
 Each partition's messages are decoded by a worker decoder made from the driver's state at the batch's
 start; the messages it hands back (`message` records) are then decoded by the driver, in partition and
@@ -23,7 +23,7 @@ from tests.workloads import ddl_evolution, items_feed
 from ticdc_delta.schema_cache.events import RawMessage, RowChange
 from ticdc_delta.schema_cache.protocols import protocol_options
 from ticdc_delta.schema_cache.serialized import load_event, load_row
-from ticdc_delta.schema_cache.staged_decoding import (
+from ticdc_delta.jobs.spark_engine.executor_decoding import (
     MESSAGE,
     ROW,
     SCHEMA,

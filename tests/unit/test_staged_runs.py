@@ -1,4 +1,4 @@
-"""The Spark engine's runs: deletes carrying their key alone share their neighbours' MERGE (`apply.staged_run`)."""
+"""The Spark engine's runs: deletes carrying their key alone share their neighbours' MERGE (`jobs.spark_engine.runs`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import pytest
 
 from tests.recording_writer import RecordingWriter, Tombstones, insert
 from ticdc_delta.apply.applier import Applier
-from ticdc_delta.apply.staged_run import StagedRun, fold_key_deletes
-from ticdc_delta.apply.staging import _batch_images, _key_slots
+from ticdc_delta.jobs.spark_engine.runs import Release, StagedRun, fold_key_deletes
+from ticdc_delta.jobs.spark_engine.staging import _batch_images, _key_slots
 from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import (
     Column,
+    Ordering,
     Position,
     SchemaChange,
     SchemaChangeKind,
@@ -119,5 +120,5 @@ def test_a_staged_run_beginning_where_the_one_before_it_leaves_the_table_stops_t
     writer.calls.clear()
     first, second = run(FULL_VALUES, "f", 10, 0, ops={"INSERT": 1}), run(FULL_VALUES, "f2", 10, 1, ops={"INSERT": 1})
     with pytest.raises(ApplyError, match="two structures"):
-        Applier(writer, Tombstones()).apply([first, second], {"t": 10})
+        Applier(writer, Tombstones()).apply(Release([first, second], 0).for_applier(Ordering.COMMIT_TS), {"t": 10})
     assert not [c for c in writer.calls if c[0].startswith("merge")]

@@ -1,7 +1,7 @@
 """The Spark engine's staging table: decoded events waiting for their watermark, durable in Delta.
 
 One table per consumer among the product's own (`staging_<group>`), holding records in
-`schema_cache.staged_decoding.STAGED_FIELDS` form:
+`jobs.spark_engine.executor_decoding.STAGED_FIELDS` form:
 
 - `row`: a row change (its images as bytes, its structure by `schema_ref`), until applied;
 - `ddl`: a schema change (its event as bytes in `value`), until applied;
@@ -18,7 +18,7 @@ offset ordering), except a table's events from a held commitTs on (a message wai
 structure). Released events are grouped into runs: per table, in the protocol's order
 (commitTs, partition, offset, index in the message; offset ordering without the commitTs), the
 longest stretches of one structure, a schema change being a run of its own (deletes carrying their
-key alone join their neighbours' run: `apply.staged_run`). Each run of rows becomes one MERGE source of
+key alone join their neighbours' run: `jobs.spark_engine.runs`). Each run of rows becomes one MERGE source of
 net changes per key (`net_changes`).
 """
 
@@ -39,11 +39,11 @@ from ticdc_delta.apply.identifiers import catalog_name
 from ticdc_delta.apply.internal_tables import ensure_internal_table, vacuum_internal_table
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.sql_session import SqlSession
-from ticdc_delta.apply.staged_run import Release, StagedRun, fold_key_deletes
 from ticdc_delta.exceptions import ApplyError, ConcurrentCommitError, MaterializerError
+from ticdc_delta.jobs.spark_engine.executor_decoding import MESSAGE, ROW, SCHEMA, STAGED_FIELDS
+from ticdc_delta.jobs.spark_engine.runs import Release, StagedRun, fold_key_deletes
 from ticdc_delta.schema_cache.events import Ordering, RawMessage, SchemaChange, TableName, TableSchema, TopicPartition
 from ticdc_delta.schema_cache.serialized import dump_event, dump_row, load_event, load_row, schema_ref
-from ticdc_delta.schema_cache.staged_decoding import MESSAGE, ROW, SCHEMA, STAGED_FIELDS
 
 log = logging.getLogger(__name__)
 

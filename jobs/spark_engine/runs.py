@@ -1,6 +1,6 @@
 """The Spark engine's runs: stretches of one table's released rows, each one MERGE, and how they are formed.
 
-`apply.staging` groups released rows into runs of one structure reference. Two kinds of neighbours
+`jobs.spark_engine.staging` groups released rows into runs of one structure reference. Two kinds of neighbours
 would split a commitTs over several runs, whose MERGEs would then carry one applied point, and Delta
 would skip all but the first (its transaction version is not above the first's), losing changes:
 deletes whose structure differs only in carrying fewer columns (TiCDC's
@@ -17,20 +17,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ticdc_delta.apply.changes import UPSERTS
+from ticdc_delta.apply.changes import UPSERTS, key_signature
 from ticdc_delta.apply.merge_source import MergeSource, SourceFrame
 from ticdc_delta.apply.points import AppliedPoint
 from ticdc_delta.schema_cache.events import Ordering, SchemaChange, TableName, TableSchema, TopicPartition
 
 if TYPE_CHECKING:
-    from ticdc_delta.apply.staging import StagingTable
+    from ticdc_delta.jobs.spark_engine.staging import StagingTable
 
 
 @dataclass(frozen=True)
 class StagedRun:
     """A stretch of one table's released row changes with one structure: one MERGE.
 
-    `first`/`last` bound it in the protocol's order (`apply.staging` order columns); `offsets` is the next
+    `first`/`last` bound it in the protocol's order (`jobs.spark_engine.staging` order columns); `offsets` is the next
     offset after its newest row per partition; `commit_ts` its newest commitTs. `other_refs`: rows of other
     structure references in the same stretch, merged with its rows (`fold_key_deletes`): of the same
     structure with all their values, or deletes carrying its key with their key alone.
@@ -78,6 +78,10 @@ class StagedChanges:
         return self.runs[-1].schema
 
     @property
+    def topic(self) -> str:
+        return self.runs[-1].topic
+
+    @property
     def count(self) -> int:
         return sum(run.rows for run in self.runs)
 
@@ -96,10 +100,17 @@ class StagedChanges:
     def min_commit_ts(self) -> int:
         return min(run.min_commit_ts for run in self.runs)
 
+    @property
+    def max_commit_ts(self) -> int:
+        return max(run.commit_ts for run in self.runs)
+
     def lacked_by(self, point: AppliedPoint | None) -> StagedChanges | None:
         # Runs are in the protocol's order: those a point holds are a prefix.
         lacking = [run for run in self.runs if not run.covered_by(point, self.ordering)]
         return StagedChanges(self.table, self.ordering, lacking) if lacking else None
+
+    def absorb(self, later: StagedChanges) -> None:
+        self.runs.extend(later.runs)
 
     def merges(self, through_ts: int | None) -> list[tuple[StagedChanges, int | None]]:
         last = len(self.runs) - 1
@@ -124,7 +135,7 @@ class StagedChanges:
         return SourceFrame(run.staging.history_source(run, keep, self._after(prior)))
 
     def _after(self, prior: AppliedPoint | None) -> dict | None:
-        """Which staged rows a table at `prior` lacks, as `apply.staging` selects them."""
+        """Which staged rows a table at `prior` lacks, as `jobs.spark_engine.staging` selects them."""
         if prior is None:
             return None
         if self.ordering is Ordering.OFFSET:
@@ -139,11 +150,9 @@ class Release:
     events: list
     waiting: int
 
-
-def key_signature(schema: TableSchema) -> tuple[tuple[str, str], ...]:
-    """The key columns' names (case aside) and types: deletes of structures with one signature find their rows alike."""
-    types = {c.name: c.spark_type for c in schema.columns}
-    return tuple((k.lower(), types[k]) for k in schema.key)
+    def for_applier(self, ordering: Ordering) -> list[StagedChanges | SchemaChange]:
+        """The events as the applier takes them: each run its own changes."""
+        return [StagedChanges(e.table, ordering, [e]) if isinstance(e, StagedRun) else e for e in self.events]
 
 
 def _joins(group: list[StagedRun], run: StagedRun) -> bool:

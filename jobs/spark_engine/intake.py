@@ -1,0 +1,189 @@
+"""The Spark engine's intake (`run.engine = "spark"`): Kafka read by Spark, decoded on the executors, staged in
+Delta. The batch loop around it is the driver engine's (`jobs.pipeline`, `jobs.intake`).
+
+Per batch:
+1. per partition, an offset range (from where the last batch ended, at most `run.batch_max_messages`
+   in all), read with Spark's Kafka source (`jobs.spark_engine.kafka_frame`);
+2. decoded on the executors in offset order (`mapInArrow`, `jobs.spark_engine.executor_decoding`) with the
+   driver's decoder state as of the batch's start, and staged into the consumer's staging table
+   (`jobs.spark_engine.staging`, one commit that also replaces what an earlier try staged from these offsets);
+3. the messages the executors handed back (BOOTSTRAP, DDL, watermarks, rows waiting for their
+   structure, bad input) decoded by the driver's decoder in partition and offset order: watermarks to
+   the gate, schema changes and rows to the staging table, bad input to the policy;
+4. the release: everything of each topic at or below its watermark (offset ordering: everything), in
+   runs of one table and structure between schema changes, applied by the same applier (one MERGE of
+   net changes per run, built by Spark; DDL barriers, replays, applied points, idempotent writes);
+5. dead letters, the release removed from the staging table, the checkpoint (offsets at the batch's
+   end: everything before them is staged or applied), Kafka offsets.
+
+Memory on the driver is the messages handed back and one row per run, whatever the lag: waiting
+events are in Delta. A crash anywhere loses nothing: a batch not checkpointed is read and staged again
+(replacing its first staging), applied events are known by each table's applied point.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+
+from pyspark.errors import AnalysisException
+
+from ticdc_delta.apply.checkpoint import Retention
+from ticdc_delta.apply.gate import Gate, Released
+from ticdc_delta.apply.metrics import PhaseTimes
+from ticdc_delta.exceptions import ConfigError, DecodeError
+from ticdc_delta.jobs.config import Config
+from ticdc_delta.jobs.intake import BadInput
+from ticdc_delta.jobs.kafka_source import KafkaSource
+from ticdc_delta.jobs.live_progress import ProgressLine
+from ticdc_delta.jobs.spark_engine.executor_decoding import STAGED_FIELDS, WorkerSpec, decode_arrow
+from ticdc_delta.jobs.spark_engine.kafka_frame import kafka_frame
+from ticdc_delta.jobs.spark_engine.runs import Release
+from ticdc_delta.jobs.spark_engine.staging import StagingTable
+from ticdc_delta.schema_cache.decoder import Decoder
+from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TopicPartition, Watermark
+
+log = logging.getLogger(__name__)
+
+_STAGED_SCHEMA = ", ".join(f"`{name}` {kind}" for name, _, kind in STAGED_FIELDS)
+
+
+class _Ranges(dict):
+    """A batch: per partition, (first offset, offset after the last); its length is its message count."""
+
+    def __len__(self) -> int:
+        return sum(end - start for start, end in self.values())
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+
+def plan_ranges(starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int], budget: int) -> _Ranges:
+    """A batch's offset ranges: per partition from `starts` towards `ends`, at most `budget` messages in all.
+
+    An even share per partition; what a partition does not need goes to the others.
+    """
+    left = {tp: max(0, ends.get(tp, start) - start) for tp, start in starts.items()}
+    ranges = _Ranges()
+    pending = sorted((tp for tp in left if left[tp] > 0), key=lambda tp: left[tp])
+    while pending and budget > 0:
+        share = max(1, budget // len(pending))
+        tp = pending.pop(0)
+        take = min(left[tp], share)
+        ranges[tp] = (starts[tp], starts[tp] + take)
+        budget -= take
+    return ranges
+
+
+class SparkIntake:
+    """The Spark engine's intake (`jobs.intake.Intake`): offset ranges, staged in Delta, released as runs."""
+
+    def __init__(self, config: Config, source: KafkaSource, decoder: Decoder, times: PhaseTimes,
+                 stop: threading.Event, progress: ProgressLine | None, *, spark, staging: StagingTable) -> None:
+        self._config = config
+        self._source = source
+        self._decoder = decoder
+        self._times = times
+        self._stop = stop
+        self._progress = progress
+        self._spark = spark
+        self._staging = staging
+        self._ddl_staged: set[tuple] = set()
+        self._release: Release | None = None
+        self._limits: dict[str, int] | None = None
+        self._waiting = 0
+
+    def open(self, resume: Mapping[TopicPartition, int] | None) -> dict[str, list[int]]:
+        partitions = self._source.plan(resume)
+        log.info("reading %s with Spark's Kafka source from %s", ", ".join(map(str, self._source.next_offsets())),
+                 {str(tp): o for tp, o in self._source.next_offsets().items()})
+        self._staging.ensure()
+        return partitions
+
+    def collect(self, until_idle: bool) -> _Ranges:
+        """The next batch's offset ranges: what is there up to the end offsets, at most a batch in all."""
+        ends = self._source.end_offsets() if until_idle else self._source.refresh_end_offsets()
+        ranges = plan_ranges(self._source.next_offsets(), ends, self._config.run.batch_max_messages)
+        if not ranges and not until_idle:
+            self._stop.wait(self._config.run.batch_max_seconds)  # nothing new: look again a batch later
+        return ranges
+
+    def caught_up(self) -> bool:
+        ends = self._source.end_offsets()
+        return all(offset >= ends.get(tp, 0) for tp, offset in self._source.next_offsets().items())
+
+    def take(self, ranges: _Ranges, gate: Gate, bad_input: BadInput) -> None:
+        """Read, decode on the executors and stage a batch; decode what they handed back."""
+        spec = WorkerSpec(
+            self._config.protocol, self._config.types, self._decoder.state(),
+            self._config.protocol.worker_payload(self._decoder),
+        )
+        with self._times.phase("decode"):
+            try:
+                raw = kafka_frame(self._spark, self._config.kafka, ranges)
+            except AnalysisException as err:
+                if "kafka" in str(err).lower() and "data source" in str(err).lower():
+                    raise ConfigError(
+                        "run.engine = 'spark' needs Spark's Kafka source (org.apache.spark:spark-sql-kafka-0-10 for "
+                        "this Spark): Databricks has it; with spark-submit add it to --packages"
+                    ) from err
+                raise
+            decoded = raw.mapInArrow(functools.partial(decode_arrow, spec), _STAGED_SCHEMA)
+            self._staging.stage(decoded, ranges)
+            handed_back = self._staging.handed_back(ranges)
+        staged: list = []
+        with self._times.phase("decode"):
+            for message in handed_back:
+                try:
+                    events = self._decoder.decode(message)
+                except DecodeError as err:
+                    bad_input(err)
+                    continue
+                for event in events:
+                    self._route(event, gate, staged)
+            for err in self._decoder.take_errors():
+                bad_input(err)
+        with self._times.phase("gate"):
+            self._staging.append(staged)
+        self._source.advance({tp: end for tp, (_, end) in ranges.items()})
+        if self._progress is not None:
+            self._progress.read(self._source.next_offsets())
+        log.debug("staged %d messages; the driver decoded %d of them", len(ranges), len(handed_back))
+
+    def _route(self, event, gate: Gate, staged: list) -> None:
+        if event.__class__ is Watermark:
+            gate.add(event)
+        elif event.__class__ is SchemaChange:
+            # DDL comes on every partition: one copy is staged (a later copy, after a restart, is a replay).
+            # Without a commitTs (avro's new schema ids, offset ordering) each is its own.
+            identity = (event.table, event.commit_ts, event.kind.value) if event.commit_ts > 0 else (event.table, event.position)
+            if identity not in self._ddl_staged:
+                self._ddl_staged.add(identity)
+                staged.append(event)
+        elif event.__class__ is RowChange:
+            staged.append(event)
+
+    def releases(self, gate: Gate, holds: Mapping[TableName, int]) -> Iterator[Released]:
+        """Everything of each topic at or below its watermark (offset ordering: everything), at once: the
+        driver holds one row per run, whatever the lag."""
+        ordering = self._decoder.ordering
+        self._limits = gate.watermarks() if ordering is Ordering.COMMIT_TS else None
+        with self._times.phase("gate"):
+            self._release = self._staging.release(self._limits, holds)
+        self._waiting = self._release.waiting
+        yield Released(self._release.for_applier(ordering), self._limits or {})
+
+    def settle(self, ranges: _Ranges, holds: Mapping[TableName, int]) -> None:
+        with self._times.phase("gate"):
+            self._staging.remove(self._release, ranges, self._limits, holds)
+
+    def waiting(self, gate: Gate) -> int:
+        return self._waiting
+
+    def held_offsets(self, gate: Gate) -> dict[TopicPartition, int]:
+        return {}  # everything read is staged or applied
+
+    def clean_up(self, retention: Retention) -> None:
+        self._staging.clean_up(retention)
