@@ -46,6 +46,30 @@ class Released:
     more: bool = False
 
 
+class DdlCopies:
+    """DDL is sent to every partition: tells the first copy of each (by table, commitTs and kind) from the
+    later ones. Without a commitTs (avro's new schema ids, offset ordering) each is its own."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[TableName, int, str]] = set()
+
+    def first(self, change: SchemaChange) -> bool:
+        if change.commit_ts <= 0:
+            return True
+        identity = (change.table, change.commit_ts, change.kind.value)
+        if identity in self._seen:
+            return False
+        self._seen.add(identity)
+        return True
+
+    def forget_through(self, commit_ts: int) -> None:
+        """Every partition has sent everything through `commit_ts`: no copy at or below it is still to come."""
+        self._seen = {seen for seen in self._seen if seen[1] > commit_ts}
+
+    def clear(self) -> None:
+        self._seen.clear()
+
+
 class Gate(ABC):
     """Holds decoded events until they are complete; releases them in their protocol's order.
 
@@ -54,15 +78,7 @@ class Gate(ABC):
     """
 
     def __init__(self) -> None:
-        self._ddl_seen: set[tuple[TableName, int, str]] = set()
-
-    def _first_copy(self, change: SchemaChange) -> bool:
-        """False for a copy of a DDL already taken (DDL is sent to every partition)."""
-        identity = (change.table, change.commit_ts, change.kind.value)
-        if identity in self._ddl_seen:
-            return False
-        self._ddl_seen.add(identity)
-        return True
+        self._ddl = DdlCopies()
 
     @abstractmethod
     def add(self, event: Event) -> None: ...
@@ -98,7 +114,7 @@ class Gate(ABC):
 
     def close(self) -> None:
         """Free what the gate holds (subclasses: also outside memory); it takes no more events."""
-        self._ddl_seen.clear()
+        self._ddl.clear()
 
 
 def gate_for(
@@ -154,7 +170,7 @@ class WatermarkGate(Gate):
         if kind is Watermark:
             self._observe(event)
             return
-        if kind is SchemaChange and not self._first_copy(event):
+        if kind is SchemaChange and not self._ddl.first(event):
             return
         self._buffer.append((event.commit_ts, next(self._arrival), event))
         if len(self._buffer) > self._next_check:
@@ -239,7 +255,7 @@ class WatermarkGate(Gate):
         last = ready[-1][0] if ready else 0
         through = {t: min(ts, last) for t, ts in limits.items()} if cut else dict(limits)
         lowest = min(limits.values(), default=0)
-        self._ddl_seen = {d for d in self._ddl_seen if d[1] > lowest}
+        self._ddl.forget_through(lowest)
         return Released([event for _, _, event in ready], through, cut)
 
     def _bounded(self, ready: list, max_events: int | None) -> tuple[list, bool]:
@@ -348,7 +364,7 @@ class ArrivalGate(Gate):
     def add(self, event: Event) -> None:
         if isinstance(event, Watermark):
             return
-        if isinstance(event, SchemaChange) and event.commit_ts > 0 and not self._first_copy(event):
+        if isinstance(event, SchemaChange) and not self._ddl.first(event):
             return
         self._buffer.append(event)
 

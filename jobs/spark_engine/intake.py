@@ -28,12 +28,10 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping
 
-from pyspark.errors import AnalysisException
-
 from ticdc_delta.apply.checkpoint import Retention
-from ticdc_delta.apply.gate import Gate, Released
+from ticdc_delta.apply.gate import DdlCopies, Gate, Released
 from ticdc_delta.apply.metrics import PhaseTimes
-from ticdc_delta.exceptions import ConfigError, DecodeError
+from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.intake import BadInput
 from ticdc_delta.jobs.kafka_source import KafkaSource
@@ -90,7 +88,7 @@ class SparkIntake:
         self._progress = progress
         self._spark = spark
         self._staging = staging
-        self._ddl_staged: set[tuple] = set()
+        self._ddl_copies = DdlCopies()
         self._release: Release | None = None
         self._limits: dict[str, int] | None = None
         self._waiting = 0
@@ -121,15 +119,7 @@ class SparkIntake:
             self._config.protocol.worker_payload(self._decoder),
         )
         with self._times.phase("decode"):
-            try:
-                raw = kafka_frame(self._spark, self._config.kafka, ranges)
-            except AnalysisException as err:
-                if "kafka" in str(err).lower() and "data source" in str(err).lower():
-                    raise ConfigError(
-                        "run.engine = 'spark' needs Spark's Kafka source (org.apache.spark:spark-sql-kafka-0-10 for "
-                        "this Spark): Databricks has it; with spark-submit add it to --packages"
-                    ) from err
-                raise
+            raw = kafka_frame(self._spark, self._config.kafka, ranges)
             decoded = raw.mapInArrow(functools.partial(decode_arrow, spec), _STAGED_SCHEMA)
             self._staging.stage(decoded, ranges)
             handed_back = self._staging.handed_back(ranges)
@@ -156,11 +146,8 @@ class SparkIntake:
         if event.__class__ is Watermark:
             gate.add(event)
         elif event.__class__ is SchemaChange:
-            # DDL comes on every partition: one copy is staged (a later copy, after a restart, is a replay).
-            # Without a commitTs (avro's new schema ids, offset ordering) each is its own.
-            identity = (event.table, event.commit_ts, event.kind.value) if event.commit_ts > 0 else (event.table, event.position)
-            if identity not in self._ddl_staged:
-                self._ddl_staged.add(identity)
+            # One copy of each DDL is staged (a later copy, after a restart, is a replay).
+            if self._ddl_copies.first(event):
                 staged.append(event)
         elif event.__class__ is RowChange:
             staged.append(event)
@@ -170,6 +157,8 @@ class SparkIntake:
         driver holds one row per run, whatever the lag."""
         ordering = self._decoder.ordering
         self._limits = gate.watermarks() if ordering is Ordering.COMMIT_TS else None
+        if self._limits:
+            self._ddl_copies.forget_through(min(self._limits.values()))
         with self._times.phase("gate"):
             self._release = self._staging.release(self._limits, holds)
         self._waiting = self._release.waiting

@@ -12,6 +12,7 @@ import json
 import logging
 from collections.abc import Mapping
 
+from ticdc_delta.apply.spark_errors import error_condition
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import KafkaConfig
 from ticdc_delta.schema_cache.events import TopicPartition
@@ -91,4 +92,19 @@ def kafka_frame(spark, config: KafkaConfig, ranges: Mapping[TopicPartition, tupl
     )
     for key, value in java_properties(config).items():
         reader = reader.option(f"kafka.{key}", value)
-    return reader.load().select("topic", "partition", "offset", "key", "value")
+    try:
+        frame = reader.load()
+    except Exception as err:
+        if _no_kafka_source(err):
+            raise ConfigError(
+                "run.engine = 'spark' needs Spark's Kafka source (org.apache.spark:spark-sql-kafka-0-10 for this "
+                "Spark): Databricks has it; with spark-submit add it to --packages"
+            ) from err
+        raise
+    return frame.select("topic", "partition", "offset", "key", "value")
+
+
+def _no_kafka_source(err: Exception) -> bool:
+    # Spark 3.5 and 4.1 give this failure only a legacy condition (_LEGACY_ERROR_TEMP_1140), which a release may
+    # rename: the condition where it is the documented one, else the message Spark has kept since 2.x.
+    return error_condition(err) == "DATA_SOURCE_NOT_FOUND" or "failed to find data source: kafka" in str(err).lower()

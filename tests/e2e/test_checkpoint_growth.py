@@ -16,10 +16,10 @@ from tests.workloads import ITEMS_DDL, item, items_feed
 from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore, Retention
 from ticdc_delta.apply.dead_letters import DeadLetterTable
 from ticdc_delta.apply.locator import PathLocator
-from ticdc_delta.jobs.spark_engine.staging import StagingTable
 from ticdc_delta.exceptions import DecodeError
-from ticdc_delta.schema_cache.events import Ordering, Position, TopicPartition
 from ticdc_delta.jobs.spark_engine.executor_decoding import STAGED_FIELDS
+from ticdc_delta.jobs.spark_engine.staging import StagingTable
+from ticdc_delta.schema_cache.events import Ordering, Position, TopicPartition
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
     "OPTIMIZE, DELETE and VACUUM (LITE where the release has it) of the checkpoint table"

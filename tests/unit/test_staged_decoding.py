@@ -20,9 +20,6 @@ from testbed.encoders.debezium import DebeziumWriter
 from testbed.encoders.open_protocol import OpenProtocolWriter
 from testbed.encoders.ticdc_avro import TiCDCAvroWriter
 from tests.workloads import ddl_evolution, items_feed
-from ticdc_delta.schema_cache.events import RawMessage, RowChange
-from ticdc_delta.schema_cache.protocols import protocol_options
-from ticdc_delta.schema_cache.serialized import load_event, load_row
 from ticdc_delta.jobs.spark_engine.executor_decoding import (
     MESSAGE,
     ROW,
@@ -32,6 +29,9 @@ from ticdc_delta.jobs.spark_engine.executor_decoding import (
     decode_arrow,
     decode_messages,
 )
+from ticdc_delta.schema_cache.events import RawMessage, RowChange
+from ticdc_delta.schema_cache.protocols import protocol_options
+from ticdc_delta.schema_cache.serialized import load_event, load_row
 from ticdc_delta.schema_cache.ticdc_avro.options import RegistryOptions
 from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS
 

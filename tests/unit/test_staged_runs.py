@@ -7,9 +7,9 @@ import pytest
 
 from tests.recording_writer import RecordingWriter, Tombstones, insert
 from ticdc_delta.apply.applier import Applier
+from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.jobs.spark_engine.runs import Release, StagedRun, fold_key_deletes
 from ticdc_delta.jobs.spark_engine.staging import _batch_images, _key_slots
-from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import (
     Column,
     Ordering,
