@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sized
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Protocol
 
 from ticdc_delta.apply.checkpoint import Retention
@@ -36,6 +37,17 @@ _POLL_SECONDS = 0.5
 _DRAIN_POLL_SECONDS = 0.05
 
 BadInput = Callable[[DecodeError], None]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What an intake reads and decodes with; the batch loop shares them."""
+
+    source: KafkaSource
+    decoder: Decoder
+    times: PhaseTimes
+    stop: threading.Event
+    progress: ProgressLine | None
 
 
 class Intake(Protocol):
@@ -91,14 +103,10 @@ def _no_cyclic_gc():
 class DriverIntake:
     """The driver engine's intake: Kafka polled and decoded on the driver, events waiting in the gate."""
 
-    def __init__(self, run: RunConfig, source: KafkaSource, decoder: Decoder, times: PhaseTimes,
-                 stop: threading.Event, progress: ProgressLine | None) -> None:
+    def __init__(self, run: RunConfig, reading: Reading) -> None:
         self._run = run
-        self._source = source
-        self._decoder = decoder
-        self._times = times
-        self._stop = stop
-        self._progress = progress
+        self._source, self._decoder, self._times = reading.source, reading.decoder, reading.times
+        self._stop, self._progress = reading.stop, reading.progress
 
     def open(self, resume: Mapping[TopicPartition, int] | None) -> dict[str, list[int]]:
         return self._source.open(resume)

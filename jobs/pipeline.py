@@ -43,7 +43,7 @@ from ticdc_delta.apply.tombstones import Tombstones
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.batch_metrics import MetricsRecorder, commit_ts_lag_ms, offset_lag
 from ticdc_delta.jobs.config import Config
-from ticdc_delta.jobs.intake import DriverIntake, Intake
+from ticdc_delta.jobs.intake import DriverIntake, Intake, Reading
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.live_progress import ProgressLine
 from ticdc_delta.jobs.runtime import check_session
@@ -152,14 +152,15 @@ class Pipeline:
         source = KafkaSource(config.kafka)
         stop = stop or threading.Event()
         progress = ProgressLine.for_run(run.mode, progress_stream)
+        reading = Reading(source, decoder, times, stop, progress)
         if run.engine == "spark":
             from ticdc_delta.jobs.spark_engine.intake import SparkIntake
             from ticdc_delta.jobs.spark_engine.staging import StagingTable
 
             staging = StagingTable(sql, locator, config.kafka.group_id, decoder.ordering)
-            intake = SparkIntake(config, source, decoder, times, stop, progress, spark=sql.spark, staging=staging)
+            intake = SparkIntake(config, reading, spark=sql.spark, staging=staging)
         else:
-            intake = DriverIntake(run, source, decoder, times, stop, progress)
+            intake = DriverIntake(run, reading)
         return cls(
             config,
             intake=intake,

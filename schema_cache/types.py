@@ -352,16 +352,23 @@ def timestamp_in_zone(text: str, zone_name: str, options: TypeOptions = DEFAULT_
     """A TIMESTAMP shown as wall-clock `text` in `zone_name`, as a UTC instant."""
     zone = _zone(zone_name)
     if zone is _UTC:
-        try:
-            instant = _from_iso(text + "+00:00")  # the common case, inline: replace() costs 5x the parse
-            if instant.tzinfo is not None:  # a date alone parses too, but CPython drops the offset then
-                return instant
-        except (ValueError, TypeError):
-            pass
+        return _utc_instant(text, options.zero_date)
     wall = _wall_clock_or_none(str(text), options.zero_date)
     if wall is None:
         return None
     return wall.replace(tzinfo=zone).astimezone(_UTC)
+
+
+def _utc_instant(text: object, policy: str) -> dt.datetime | None:
+    """A TIMESTAMP shown as wall-clock `text` in UTC, as an instant."""
+    try:
+        instant = _from_iso(text + "+00:00")  # the common case: replace() costs 5x the parse
+        if instant.tzinfo is not None:  # a date alone parses too, but CPython drops the offset then
+            return instant
+    except (ValueError, TypeError):
+        pass
+    wall = _wall_clock_or_none(str(text), policy)
+    return None if wall is None else wall.replace(tzinfo=_UTC)
 
 
 def _temporal_converter(name: str, target: str, options: TypeOptions) -> Converter:
@@ -388,14 +395,7 @@ def _temporal_converter(name: str, target: str, options: TypeOptions) -> Convert
     if name == "timestamp" or target == "TIMESTAMP":
 
         def as_instant(value: object) -> dt.datetime | None:
-            try:
-                instant = _from_iso(value + "+00:00")  # the common case, inline: replace() costs 5x the parse
-                if instant.tzinfo is not None:  # a date alone parses too, but CPython drops the offset then
-                    return instant
-            except (ValueError, TypeError):
-                pass
-            wall = _wall_clock_or_none(str(value), policy)
-            return None if wall is None else wall.replace(tzinfo=_UTC)
+            return _utc_instant(value, policy)
 
         return as_instant
 

@@ -25,22 +25,17 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 from collections.abc import Iterator, Mapping
 
 from ticdc_delta.apply.checkpoint import Retention
 from ticdc_delta.apply.gate import DdlCopies, Gate, Released
-from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.config import Config
-from ticdc_delta.jobs.intake import BadInput
-from ticdc_delta.jobs.kafka_source import KafkaSource
-from ticdc_delta.jobs.live_progress import ProgressLine
+from ticdc_delta.jobs.intake import BadInput, Reading
 from ticdc_delta.jobs.spark_engine.executor_decoding import STAGED_FIELDS, WorkerSpec, decode_arrow
 from ticdc_delta.jobs.spark_engine.kafka_frame import kafka_frame
 from ticdc_delta.jobs.spark_engine.runs import Release
 from ticdc_delta.jobs.spark_engine.staging import StagingTable
-from ticdc_delta.schema_cache.decoder import Decoder
 from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TopicPartition, Watermark
 
 log = logging.getLogger(__name__)
@@ -78,14 +73,10 @@ def plan_ranges(starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartiti
 class SparkIntake:
     """The Spark engine's intake (`jobs.intake.Intake`): offset ranges, staged in Delta, released as runs."""
 
-    def __init__(self, config: Config, source: KafkaSource, decoder: Decoder, times: PhaseTimes,
-                 stop: threading.Event, progress: ProgressLine | None, *, spark, staging: StagingTable) -> None:
+    def __init__(self, config: Config, reading: Reading, *, spark, staging: StagingTable) -> None:
         self._config = config
-        self._source = source
-        self._decoder = decoder
-        self._times = times
-        self._stop = stop
-        self._progress = progress
+        self._source, self._decoder, self._times = reading.source, reading.decoder, reading.times
+        self._stop, self._progress = reading.stop, reading.progress
         self._spark = spark
         self._staging = staging
         self._ddl_copies = DdlCopies()
