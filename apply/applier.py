@@ -26,6 +26,7 @@ when both hold it, and each gets the events it lacks.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from ticdc_delta.apply.history import IS_CURRENT, HistoryChoice, history_schema
 from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.points import AppliedPoint, PendingBackfill
+from ticdc_delta.apply.table_pool import TablePool
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Removal, Tombstones
 from ticdc_delta.exceptions import ApplyError
@@ -106,20 +108,31 @@ class Applier:
         times: PhaseTimes | None = None,
         registry: TableRegistry | None = None,
         history: HistoryChoice | None = None,
+        concurrency: int = 1,
     ) -> None:
+        """`concurrency`: how many tables' changes are merged at once (`apply.table_pool`)."""
         self._ordering = ordering
         self._history = history or HistoryChoice()
         self._history_names: dict[TableName, TableName | None] = {}  # per table, its history's (None: none)
         if self._history and ordering is not Ordering.COMMIT_TS:
             raise ApplyError("history tables need a commitTs-ordered protocol (not avro, which is applied in offset order)")
         self._times = times or PhaseTimes()
-        self._writer = writer
+        self._pool = TablePool(writer, concurrency)
         self._tombstones = tombstones
         self._registry = registry
         self._registry_checked: set[TableName] = set()  # existing tables known to be registered
         self._tables: dict[TableName, _TableState] = {}
         self._pending: dict[TableName, TableChanges] = {}
         self._summary = ApplySummary()
+        self._summary_lock = threading.Lock()
+
+    @property
+    def _writer(self) -> DeltaWriter:
+        return self._pool.writer()
+
+    def close(self) -> None:
+        """Stop the threads of the table pool (the applier takes no more batches)."""
+        self._pool.close()
 
     def apply(
         self, events: Sequence[Event | TableChanges], watermarks: Mapping[str, int],
@@ -134,6 +147,7 @@ class Applier:
         a replay and be skipped.
         """
         self._summary = ApplySummary()
+        self._read_states(events)
         if self._registry is not None:
             self._register_new_tables(events)
         topic_of: dict[TableName, str] = {}
@@ -148,16 +162,32 @@ class Applier:
                 self._add_changes(event)
             elif not isinstance(event, Watermark):
                 raise TypeError(f"unexpected event {event!r}")
-        pending = list(self._pending)
-        for number, table in enumerate(pending, 1):
+        flushes = []
+        for table in self._pending:
             through = watermarks.get(topic_of[table])
             hold = (holds or {}).get(table)
             if through is not None and hold is not None:
                 through = min(through, hold - 1)
-            self._times.working_on(f"{table} ({number} of {len(pending)} tables)")
-            self._flush(table, through)
+            flushes.append((table, through))
+        self._times.working_on(f"{len(flushes)} tables" if len(flushes) > 1 else "")
+        self._pool.run_each(flushes, lambda flush: self._flush(*flush))
         self._times.working_on("")
         return self._summary
+
+    def _read_states(self, events: Sequence[Event | TableChanges]) -> None:
+        """The applied points of the tables `events` touch that are not known yet (and of their histories), read
+        all at once: each is a read of its table's Delta log, mostly waiting."""
+        names: set[TableName] = set()
+        for event in events:
+            if type(event) is not Watermark:
+                names.add(event.table)
+                if type(event) is SchemaChange and event.previous_name is not None:
+                    names.add(event.previous_name)
+        for table in list(names):
+            history = self._history_of(table)
+            if history is not None:
+                names.add(history)
+        self._pool.run_each(sorted(names - self._tables.keys(), key=str), self._state)
 
     def _register_new_tables(self, events: Sequence[Event | TableChanges]) -> None:
         """Register the tables of `events` that do not exist yet (this batch may create them) before it is
@@ -321,12 +351,13 @@ class Applier:
                                note=self._first_ts(part.min_commit_ts))
             state.empty = state.empty and not part.has_upserts
             state.point = point
-            self._summary.merges += 1
-        self._summary.merged_rows[table] += changes.count
-        self._summary.tables.add(table)
-        for op, count in changes.ops.items():
-            if count:
-                self._summary.row_events[table, op] += count
+        with self._summary_lock:  # (tables are merged at once: `apply.table_pool`)
+            self._summary.merges += len(merges)
+            self._summary.merged_rows[table] += changes.count
+            self._summary.tables.add(table)
+            for op, count in changes.ops.items():
+                if count:
+                    self._summary.row_events[table, op] += count
         log.debug("%s: merged %d changes in %d MERGEs, applied through %s", table, changes.count, len(merges), state.point)
 
     def _flush_history(self, history: TableName, changes: TableChanges | None, through_ts: int | None,
@@ -347,7 +378,8 @@ class Applier:
             self._writer.merge_history(history, _projected(part.schema, keep), source, point,
                                        note=self._first_ts(part.min_commit_ts))
             state.point = point
-            self._summary.merges += 1
+        with self._summary_lock:
+            self._summary.merges += len(merges)
         log.debug("%s: merged %d changes as history, applied through %s", history, changes.count, state.point)
 
     def _grow_history(self, history: TableName, state: _TableState, schema: TableSchema,

@@ -6,6 +6,7 @@ values reach Spark only inside DataFrames, never as SQL text.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -182,6 +183,13 @@ class DeltaWriter:
         # whenever the job changes a table's structure.
         self._layouts: dict[TableName, TableLayout] = {}
         self._warned: set[TableName] = set()
+
+    def fork(self) -> DeltaWriter:
+        """A writer on a session of its own (`SqlSession.fork`), for statements running at the same time as
+        this one's (`apply.table_pool`); it shares what this one knows of each table's layout."""
+        twin = copy.copy(self)
+        twin._sql = self._sql.fork()
+        return twin
 
     def _name(self, table: TableName) -> str:
         return self._locator.sql_name(table)

@@ -8,6 +8,7 @@ benchmark as the time split; each batch's share goes into its metrics record
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +38,7 @@ class PhaseTimes:
         self.counts: dict[str, int] = defaultdict(int)
         self._watcher: Callable[[str, str], None] | None = None
         self._subject = ""
+        self._lock = threading.Lock()
 
     def watch(self, watcher: Callable[[str, str], None]) -> None:
         """Tell `watcher(phase, subject)` each phase as it begins (the live progress line)."""
@@ -54,8 +56,10 @@ class PhaseTimes:
         try:
             yield
         finally:
-            self.seconds[name] += time.perf_counter() - start
-            self.counts[name] += 1
+            elapsed = time.perf_counter() - start
+            with self._lock:  # phases of tables merged at once (apply.table_pool) end on several threads
+                self.seconds[name] += elapsed
+                self.counts[name] += 1
 
     def snapshot(self) -> dict[str, float]:
         """Seconds per phase, in batch order, only phases that ran."""

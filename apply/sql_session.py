@@ -160,6 +160,7 @@ class SqlSession:
         # One statement at a time: tags are session settings.
         self._lock = threading.RLock()
         self._write_guard: Callable[[str], None] | None = None
+        self._global_database: str | None = None
 
     def fork(self) -> SqlSession:
         """Another session of this application, for work running concurrently with this one's.
@@ -267,15 +268,23 @@ class SqlSession:
 
     @contextmanager
     def frame_view(self, frame, prefix: str = "ticdc_delta") -> Iterator[str]:
-        """A DataFrame of this session as a temporary view with a name of its own, for the duration of the block."""
+        """A DataFrame of this application as a view with a name of its own, for the duration of the block.
+
+        A global temporary view: the frame may have been built on another session of the application than
+        the one the statement runs on (a table's MERGE on a thread of its own, `apply.table_pool`, from runs
+        the staging table's session describes)."""
         name = f"{prefix}_{uuid.uuid4().hex}"
-        with self._lock:
-            frame.createOrReplaceTempView(name)
+        frame.createOrReplaceGlobalTempView(name)
         try:
-            yield name
+            yield f"{self._global_views()}.{name}"
         finally:
-            with self._lock:
-                self.spark.catalog.dropTempView(name)
+            frame.sparkSession.catalog.dropGlobalTempView(name)
+
+    def _global_views(self) -> str:
+        """The database of the application's global temporary views (a static setting)."""
+        if self._global_database is None:
+            self._global_database = self.spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
+        return self._global_database
 
     def table(self, name: str):
         return self.spark.table(name)

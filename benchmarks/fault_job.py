@@ -131,7 +131,7 @@ def install(switch: KillSwitch) -> None:
     from ticdc_delta.apply import delta_writer
     from ticdc_delta.apply.checkpoint import CheckpointStore
     from ticdc_delta.apply.sql_session import SqlSession
-    from ticdc_delta.jobs.pipeline import Pipeline
+    from ticdc_delta.jobs.intake import DriverIntake
 
     writer = delta_writer.DeltaWriter
     for site, name in (("backfill", "_write_defaults"), ("rewrite", "_rewrite"), ("rename", "rename")):
@@ -155,14 +155,14 @@ def install(switch: KillSwitch) -> None:
     elif switch.site == "after_checkpoint":
         CheckpointStore.save = switch.around(CheckpointStore.save, moment="after")
     elif switch.site == "decode":
-        original_decode = Pipeline._decode
+        original_take = DriverIntake.take
 
-        def decode(self, messages):
+        def take(self, batch, gate, bad_input):
             if not isinstance(self._decoder, _CountingDecoder):
                 self._decoder = _CountingDecoder(self._decoder, switch)
-            return original_decode(self, messages)
+            return original_take(self, batch, gate, bad_input)
 
-        Pipeline._decode = decode
+        DriverIntake.take = take
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -118,6 +118,9 @@ class RunConfig:
     lease_seconds: float = 60.0
     # Where messages are read and decoded (ENGINES); the guarantees are the same.
     engine: str = "driver"
+    # How many tables' changes are merged at once (apply.table_pool): their Delta commits are independent
+    # and mostly waiting, so many tables a batch cost little more than one.
+    apply_concurrency: int = 8
 
     def __post_init__(self) -> None:
         require_choice("run.mode", self.mode, RUN_MODES)
@@ -127,6 +130,8 @@ class RunConfig:
         require_positive("run.idle_timeout_seconds", self.idle_timeout_seconds)
         require_positive("run.max_pending_events", self.max_pending_events)
         require_positive("run.lease_seconds", self.lease_seconds)
+        if not isinstance(self.apply_concurrency, int) or isinstance(self.apply_concurrency, bool) or self.apply_concurrency < 1:
+            raise ConfigError(f"run.apply_concurrency: must be a whole number of at least 1, got {self.apply_concurrency!r}")
         if self.lease_seconds < MIN_LEASE_SECONDS:
             raise ConfigError(
                 f"run.lease_seconds: {self.lease_seconds!r} is too short (at least {MIN_LEASE_SECONDS:g}: the lease "

@@ -173,6 +173,7 @@ class Pipeline:
                 times,
                 registry=TableRegistry(sql, locator, config.kafka.group_id),
                 history=config.history.choice(),
+                concurrency=run.apply_concurrency,
             ),
             checkpoints=CheckpointStore(sql, locator, Retention(config.checkpoint.keep, config.checkpoint.cleanup_every)),
             dead_letters=DeadLetterTable(sql, locator, config.kafka.group_id),
@@ -202,6 +203,7 @@ class Pipeline:
                         self._progress.close()
                     self._metrics.flush()  # a write: while the lease is held
         finally:
+            self._applier.close()
             self._source.close()
             if self._gate is not None:
                 self._gate.close()
