@@ -51,11 +51,12 @@ os.environ.setdefault("TICDC_DELTA_CACHE", str(ROOT / ".cache"))
 import fastavro  # noqa: E402
 import orjson  # noqa: E402
 
-from benchmarks import streams  # noqa: E402
+from benchmarks import streams, tables  # noqa: E402
 from ticdc_delta.schema_cache.events import RawMessage  # noqa: E402
 
 ENGINE_PARTITIONS = 4  # an even share per core of the 2-core machine
-SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory", "engines", "snapshot", "history")
+SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory", "engines", "snapshot", "history",
+            "tables")
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -737,6 +738,7 @@ def main() -> int:
         help="a Spark setting for the memory section's job runs (repeatable), e.g. spark.driver.memory=1g",
     )
     parser.add_argument("--features-files", type=int, default=8, help="data files per table in the features section")
+    tables.add_arguments(parser)
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
     args = parser.parse_args()
     args.spark_conf = dict(item.split("=", 1) for item in args.spark_conf)
@@ -757,12 +759,12 @@ def main() -> int:
 
     use_resolvable_kafka_source()
     with tempfile.TemporaryDirectory(prefix="ticdc-bench-") as work:
-        lake = Lake(Path(work), packages=(kafka_source_package(),) if {"handwritten", "engines"} & set(only) else ())
+        lake = Lake(Path(work), packages=(kafka_source_package(),) if {"handwritten", "engines", "tables"} & set(only) else ())
         try:
             for name in spark_sections:
                 {"e2e": bench_e2e, "handwritten": bench_handwritten, "table-size": bench_table_size, "features": bench_features,
                  "memory": bench_memory, "engines": bench_engines, "snapshot": bench_snapshot,
-                 "history": bench_history}[name](args, lake)
+                 "history": bench_history, "tables": tables.bench_tables}[name](args, lake)
         finally:
             lake.close()
     return 0

@@ -21,21 +21,22 @@ TXN_SIZE = 50  # row events per upstream transaction (one commitTs)
 SPARK_SCHEMA = "id BIGINT, name STRING, amount DECIMAL(12,2), qty INT, at TIMESTAMP_NTZ, ts TIMESTAMP, note STRING"
 TABLE = ("bench", "events")
 
-SCHEMA = table_schema(
-    *TABLE,
-    table_id=1,
-    version=1,
-    columns=[
-        column("id", "bigint", nullable=False),
-        column("name", "varchar", length=64),
-        column("amount", "decimal", length=12, decimal=2),
-        column("qty", "int"),
-        column("at", "datetime", decimal=6),
-        column("ts", "timestamp", decimal=3),
-        column("note", "text"),
-    ],
-    primary_key=["id"],
-)
+COLUMNS = [
+    column("id", "bigint", nullable=False),
+    column("name", "varchar", length=64),
+    column("amount", "decimal", length=12, decimal=2),
+    column("qty", "int"),
+    column("at", "datetime", decimal=6),
+    column("ts", "timestamp", decimal=3),
+    column("note", "text"),
+]
+SCHEMA = table_schema(*TABLE, table_id=1, version=1, columns=COLUMNS, primary_key=["id"])
+FIRST_COMMIT_TS = 1 << 40
+
+
+def table_name(number: int, tables: int) -> tuple[str, str]:
+    """The (database, table) of table `number` of a stream over `tables` tables."""
+    return TABLE if tables == 1 else (TABLE[0], f"t{number:04d}")
 
 
 @dataclass
@@ -43,7 +44,7 @@ class Stream:
     """(partition, value) messages and the table's rows after them (Delta's expected contents)."""
 
     messages: list[tuple[int, bytes]]
-    rows: dict[int, tuple]
+    rows: dict  # key -> the row (one table), or (database, table) -> {key: row}
     row_events: int
     partitions: int = PARTITIONS
 
@@ -59,15 +60,18 @@ def _delta_row(row: dict) -> tuple:
 
 def build(
     events: int, keys: int, *, encoding: str = "json", seed: int = 1, lagging_partition: int | None = None,
-    partitions: int = PARTITIONS,
+    partitions: int = PARTITIONS, tables: int = 1, first_commit_ts: int = FIRST_COMMIT_TS,
 ) -> Stream:
     """The stream over `partitions` partitions; `lagging_partition` gets no watermark until the very end (its
-    watermark lags all others)."""
+    watermark lags all others). `tables` > 1: key k belongs to table k % tables (the same events spread over
+    more tables), and `rows` holds each table's rows."""
     rng = random.Random(seed)
     writer = (SimpleJsonWriter if encoding == "json" else SimpleAvroWriter)(build_ts_ms=1)
-    out = [(p, writer.bootstrap(SCHEMA)) for p in range(partitions)]
+    schemas = [table_schema(*table_name(n, tables), table_id=n + 1, version=1, columns=COLUMNS, primary_key=["id"])
+               for n in range(tables)]
+    out = [(p, writer.bootstrap(schema)) for schema in schemas for p in range(partitions)]
     live: dict[int, dict] = {}
-    commit_ts = 1 << 40
+    commit_ts = first_commit_ts
 
     def watermark(ts: int, final: bool = False) -> Iterator[tuple[int, bytes]]:
         value = writer.watermark(ts)
@@ -79,6 +83,7 @@ def build(
                 out.extend(watermark(commit_ts))
             commit_ts += 1 << 18
         key = rng.randrange(keys)
+        schema = schemas[key % tables]
         row = {
             "id": key,
             "name": f"name-{key}-{n}",
@@ -90,14 +95,19 @@ def build(
         }
         old = live.get(key)
         if old is None:
-            value = writer.insert(SCHEMA, commit_ts, row)
+            value = writer.insert(schema, commit_ts, row)
             live[key] = row
         elif rng.random() < 0.1:
-            value = writer.delete(SCHEMA, commit_ts, old)
+            value = writer.delete(schema, commit_ts, old)
             del live[key]
         else:
-            value = writer.update(SCHEMA, commit_ts, old, row)
+            value = writer.update(schema, commit_ts, old, row)
             live[key] = row
         out.append((key % partitions, value))
     out.extend(watermark(commit_ts, final=True))
-    return Stream(out, {k: _delta_row(r) for k, r in live.items()}, events, partitions)
+    if tables == 1:
+        return Stream(out, {k: _delta_row(r) for k, r in live.items()}, events, partitions)
+    per_table: dict[tuple[str, str], dict] = {table_name(n, tables): {} for n in range(tables)}
+    for key, row in live.items():
+        per_table[table_name(key % tables, tables)][key] = _delta_row(row)
+    return Stream(out, per_table, events, partitions)

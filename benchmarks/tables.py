@@ -1,0 +1,163 @@
+"""The many-tables section of the benchmark (`bench.py --only tables`): the same row events over 1 to 500 tables.
+
+Per engine and table count N: a Simple JSON stream of `--table-events` row events (50-row transactions,
+index-value dispatch, 3 partitions) spread over N tables that already exist (a first run creates them), applied
+by `ticdc-delta run --until-idle` as a process of its own (so its wall time has every fixed cost: Python,
+Spark's start, the job's own tables, the lease); then a run with nothing new to read. Printed per run: the
+batch (the metrics record's `batch_seconds`: the round's read, decode, apply, checkpoint), its ratio to N = 1,
+the marginal cost per touched table, the job's wall time and what it spends outside batches, and its peak
+memory (Python + JVM). Every table is then compared with the stream's model, row by row. `--table-serial` adds
+the same runs with `run.apply_concurrency = 1` (tables one after another), the way to see what overlapping
+them gains in one run of this script.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+
+from benchmarks import streams
+
+ROOT = Path(__file__).resolve().parent.parent
+_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (\w+) (\S+): (.*)$")
+_PARTITIONS = 3
+_FIRST_KEYS = 10**12  # the creating stream's keys: above any measured stream's
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--table-events", type=int, default=60_000, help="row events of the tables section")
+    parser.add_argument("--table-counts", default="1,20,100,500", help="comma-separated table counts")
+    parser.add_argument("--table-engines", default="driver,spark", help="comma-separated: driver, spark")
+    parser.add_argument("--table-serial", action="store_true", help="also run each with run.apply_concurrency = 1")
+
+
+def _job(lake, topic: str, group: str, target: Path, engine: str, concurrency: int, work: Path) -> dict:
+    """`ticdc-delta run` as a process: wall seconds, peak MiB of its process tree, what its log says."""
+    from benchmarks.bench import _descendants, _rss_kib
+
+    config = work / f"{group}.toml"
+    config.write_text(
+        f'[kafka]\nbootstrap_servers = "{lake.broker.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "{group}"\n'
+        f'[target]\npath = "{target}"\n'
+        f'[run]\nengine = "{engine}"\nbatch_max_messages = 10000000\nbatch_max_seconds = 600\n'
+        f"apply_concurrency = {concurrency}\n"
+    )
+    log = work / f"{group}-{int(time.time() * 1000)}.log"
+    began_at = dt.datetime.now()
+    began = time.perf_counter()
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ticdc_delta.jobs.cli", "run", "--config", str(config), "--until-idle"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        peak = 0
+        while process.poll() is None:
+            peak = max(peak, _rss_kib(process.pid) + sum(_rss_kib(c) for c in _descendants(process.pid)))
+            time.sleep(0.2)
+    wall = time.perf_counter() - began
+    if process.returncode != 0:
+        raise RuntimeError(f"the job on {topic} exited with {process.returncode}; see {log}")
+    spark_up = batch = 0.0
+    for line in log.read_text(errors="replace").splitlines():
+        match = _LINE.match(line)
+        if not match:
+            continue
+        at = (dt.datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f") - began_at).total_seconds()
+        if match[3] == "ticdc_delta.jobs.cli" and match[4].startswith("ticdc-delta ") and " Spark " in match[4]:
+            spark_up = at
+        elif match[3] == "ticdc_delta.metrics":
+            batch += json.loads(match[4])["batch_seconds"]
+    return {"wall": wall, "peak": peak / 1024, "batch": batch, "spark_up": spark_up}
+
+
+def _check(spark, target: Path, stream: streams.Stream) -> None:
+    """Every table of `target` equals the stream's model of it (rows and values); raises if not. Compared by
+    Spark both ways (`exceptAll`), a hundred tables at a time."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    tables = sorted(stream.rows)
+    for start in range(0, len(tables), 100):
+        chunk = tables[start:start + 100]
+        model = spark.createDataFrame(
+            [(f"{d}.{t}", *row) for d, t in chunk for row in stream.rows[d, t].values()],
+            f"tbl STRING, {streams.SPARK_SCHEMA}",
+        )
+        got = reduce(lambda a, b: a.unionByName(b), (
+            spark.read.format("delta").load(str(target / d / t)).select(F.lit(f"{d}.{t}").alias("tbl"), "*")
+            for d, t in chunk))
+        missing, extra = model.exceptAll(got).count(), got.exceptAll(model).count()
+        if missing or extra:
+            raise AssertionError(f"tables {chunk[0]}..{chunk[-1]}: {missing} model rows missing, {extra} rows not in the model")
+
+
+def bench_tables(args, lake) -> None:
+    from benchmarks.bench import section
+
+    counts = [int(n) for n in args.table_counts.split(",") if n.strip()]
+    engines = [e.strip() for e in args.table_engines.split(",") if e.strip()]
+    events = args.table_events
+    section(f"tables: {events:,} row events over N tables (existing), {_PARTITIONS} partitions, one batch, "
+            "a job process per run")
+    configurations = [(engine, 8, "") for engine in engines]
+    if args.table_serial:
+        configurations += [(engine, 1, ", one table at a time") for engine in engines]
+    with tempfile.TemporaryDirectory(dir=lake.work) as scratch:
+        work = Path(scratch)
+        for engine, concurrency, label in configurations:
+            batches: dict[int, float] = {}
+            for n in counts:
+                topic, target = f"tables-{engine}-{concurrency}-{n}", work / f"lake-{engine}-{concurrency}-{n}"
+                first = _one_row_each(n)
+                stream = streams.build(events, max(events // 10, n), tables=n, partitions=_PARTITIONS, seed=12,
+                                       first_commit_ts=streams.FIRST_COMMIT_TS << 1)
+                lake.publish(topic, first)
+                _job(lake, topic, topic, target, engine, concurrency, work)
+                lake.publish(topic, stream)
+                run = _job(lake, topic, topic, target, engine, concurrency, work)
+                idle = _job(lake, topic, topic, target, engine, concurrency, work)
+                _check(lake.spark, target, _merged(first, stream))
+                batches[n] = run["batch"]
+                base = batches.get(counts[0])
+                marginal = (run["batch"] - base) / (n - counts[0]) if n != counts[0] else float("nan")
+                print(f"  {engine} engine{label}, {n:>4} tables: batch {run['batch']:6.1f}s "
+                      f"({run['batch'] / base:5.2f}x N={counts[0]}), per touched table "
+                      f"{marginal:6.3f}s; job {run['wall']:6.1f}s, outside the batch {run['wall'] - run['batch']:5.1f}s "
+                      f"(Spark up at {run['spark_up']:4.1f}s); nothing-new run {idle['wall']:5.1f}s; "
+                      f"peak {run['peak']:6,.0f} MiB; tables equal upstream", flush=True)
+
+
+def _one_row_each(tables: int) -> streams.Stream:
+    """A stream that creates the tables: one insert each, keys above the measured stream's, an early commitTs."""
+    from testbed.encoders.simple import SimpleJsonWriter
+    from testbed.tables import table_schema, timestamp
+
+    writer = SimpleJsonWriter(build_ts_ms=1)
+    commit_ts = streams.FIRST_COMMIT_TS
+    out, rows = [], {}
+    for n in range(tables):
+        name = streams.table_name(n, tables)
+        schema = table_schema(*name, table_id=n + 1, version=1, columns=streams.COLUMNS, primary_key=["id"])
+        out.extend((p, writer.bootstrap(schema)) for p in range(_PARTITIONS))
+        row = {"id": _FIRST_KEYS + n, "name": "first", "amount": Decimal("1.00"), "qty": 1, "at": "2026-01-01 09:00:00.000000",
+               "ts": timestamp("2026-01-01 09:00:00.000"), "note": ""}
+        commit_ts += 1 << 18
+        out.append((n % _PARTITIONS, writer.insert(schema, commit_ts, row)))
+        rows[name] = {row["id"]: streams._delta_row(row)}
+    out.extend((p, writer.watermark(commit_ts)) for p in range(_PARTITIONS))
+    return streams.Stream(out, rows, tables, _PARTITIONS)
+
+
+def _merged(first: streams.Stream, then: streams.Stream) -> streams.Stream:
+    """The model after `first` then `then`, whose keys are apart."""
+    rows = {table: {**first.rows.get(table, {}), **then.rows.get(table, {})} for table in {*first.rows, *then.rows}}
+    return streams.Stream([], rows, first.row_events + then.row_events, first.partitions)
