@@ -49,6 +49,7 @@ from ticdc_delta.jobs.live_progress import ProgressLine
 from ticdc_delta.jobs.runtime import check_session
 from ticdc_delta.schema_cache.decoder import Decoder
 from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TopicPartition
+from ticdc_delta.schema_cache.protocols import create_decoder
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ class Pipeline:
                 config.run.lease_seconds,
             )
         sql.guard_writes(lease.check)
-        decoder = config.protocol.create_decoder(config.types)
+        decoder = create_decoder(config.protocol, config.types)
         times = PhaseTimes()
         writer = DeltaWriter(sql, locator, times, table_features=config.target.table_features)
         run = config.run

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.kafka_source import KafkaSource
+from ticdc_delta.schema_cache.protocols import check_credentials
 
 
 def check_before_start(config: Config) -> None:
@@ -21,4 +22,4 @@ def check_before_start(config: Config) -> None:
         source.partitions()
     finally:
         source.close()
-    config.protocol.check_credentials()
+    check_credentials(config.protocol)

@@ -27,6 +27,7 @@ from ticdc_delta.jobs.pipeline import locator_for
 from ticdc_delta.jobs.topic_reader import TopicReader
 from ticdc_delta.schema_cache.decoder import Decoder
 from ticdc_delta.schema_cache.events import Position, TableName
+from ticdc_delta.schema_cache.protocols import create_decoder
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ def replay_dead_letters(
     # Nothing read after this checkpoint had been applied when the first dead letter was read.
     start = checkpoints.load(consumer, saved_before=min(d.recorded_at for d in letters))
     latest = checkpoints.load(consumer)
-    decoder = config.protocol.create_decoder(config.types)
+    decoder = create_decoder(config.protocol, config.types)
     if start is not None:
         decoder.restore(start.decoder_state)
     log.info(

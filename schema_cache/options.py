@@ -17,9 +17,7 @@ from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.schema_cache.events import Ordering
 
 if TYPE_CHECKING:
-    from ticdc_delta.schema_cache.decoder import Decoder
     from ticdc_delta.schema_cache.large_messages import LargeMessages
-    from ticdc_delta.schema_cache.types import TypeOptions
 
 SECTION = "protocol"
 
@@ -58,27 +56,6 @@ class ProtocolOptions:
     @property
     def ordering(self) -> Ordering:
         return Ordering.COMMIT_TS
-
-    def create_decoder(self, types: TypeOptions) -> Decoder:
-        raise NotImplementedError
-
-    def create_worker_decoder(self, types: TypeOptions, state: bytes, shipped: bytes) -> Decoder:
-        """A decoder for an executor of the Spark engine: the driver's `state`, and what it `shipped`
-        (`worker_payload`). It must call no service: what it lacks, it raises SchemaNotShipped for."""
-        decoder = self.create_decoder(types)
-        decoder.restore(state)
-        return decoder
-
-    def worker_payload(self, decoder: Decoder) -> bytes:
-        """What executors need from the driver's decoder besides its state (avro: the schemas it fetched)."""
-        return b""
-
-    def check_credentials(self) -> None:
-        """Raise AuthenticationError if a service the decoder will call refuses the configured credentials.
-
-        Asked once before the job starts Spark, so wrong credentials stop it in seconds; a service that does
-        not answer is not an error here (the decoder waits for it as configured). Most protocols call none.
-        """
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:

@@ -1,8 +1,9 @@
 """The one place a protocol name selects a decoder: name -> its options type -> its decoder.
 
-Options modules are light (no decoder, no client library); each is imported
-only when its protocol is named, and the options type imports its decoder
-only when asked to build one.
+Options modules are light (no decoder, no client library) and know nothing of their decoder: each is
+imported only when its protocol is named, and its decoder module only when one is built. A decoder module
+provides `decoder_for(options, types)`, and where the protocol needs them `worker_decoder_for` (the Spark
+engine's executors), `worker_payload` (what they need from the driver's decoder) and `check_credentials`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ _OPTIONS = {
     "open-protocol": "ticdc_delta.schema_cache.open_protocol.options:OpenProtocolOptions",
 }
 NAMES = tuple(sorted(_OPTIONS))
+# protocol name -> the module of its decoder and its factories
+_DECODERS = {
+    "simple": "ticdc_delta.schema_cache.simple.decoder",
+    "avro": "ticdc_delta.schema_cache.ticdc_avro.decoder",
+    "debezium": "ticdc_delta.schema_cache.debezium.decoder",
+    "canal-json": "ticdc_delta.schema_cache.canal.decoder",
+    "open-protocol": "ticdc_delta.schema_cache.open_protocol.decoder",
+}
 
 
 def options_type(name: str) -> type[ProtocolOptions]:
@@ -63,4 +72,35 @@ def create_decoder(options: ProtocolOptions | str, types: TypeOptions = DEFAULT_
     """The decoder for `options` (or for a protocol name with its default options)."""
     if isinstance(options, str):
         options = protocol_options(options)
-    return options.create_decoder(types)
+    return _decoders(options).decoder_for(options, types)
+
+
+def create_worker_decoder(options: ProtocolOptions, types: TypeOptions, state: bytes, shipped: bytes) -> Decoder:
+    """A decoder for an executor of the Spark engine: the driver's `state`, and what it `shipped`
+    (`worker_payload`). It calls no service: what it lacks, it raises SchemaNotShipped for."""
+    module = _decoders(options)
+    if hasattr(module, "worker_decoder_for"):
+        return module.worker_decoder_for(options, types, state, shipped)
+    decoder = module.decoder_for(options, types)
+    decoder.restore(state)
+    return decoder
+
+
+def worker_payload(options: ProtocolOptions, decoder: Decoder) -> bytes:
+    """What executors need from the driver's decoder besides its state (avro: the schemas it fetched)."""
+    module = _decoders(options)
+    return module.worker_payload(decoder) if hasattr(module, "worker_payload") else b""
+
+
+def check_credentials(options: ProtocolOptions) -> None:
+    """Raise AuthenticationError if a service the decoder will call refuses the configured credentials.
+
+    Asked once before the job starts Spark, so wrong credentials stop it in seconds; a service that does not
+    answer is not an error here (the decoder waits for it as configured). Most protocols call none."""
+    module = _decoders(options)
+    if hasattr(module, "check_credentials"):
+        module.check_credentials(options)
+
+
+def _decoders(options: ProtocolOptions):
+    return importlib.import_module(_DECODERS[options.name])

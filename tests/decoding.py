@@ -18,6 +18,7 @@ from ticdc_delta.schema_cache.debezium.options import DebeziumOptions
 from ticdc_delta.schema_cache.events import RawMessage, RowChange
 from ticdc_delta.schema_cache.open_protocol.decoder import OpenProtocolDecoder
 from ticdc_delta.schema_cache.open_protocol.options import OpenProtocolOptions
+from ticdc_delta.schema_cache.protocols import create_decoder
 from ticdc_delta.schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
 from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
 from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS
@@ -98,7 +99,7 @@ def avro_decoder(registry_url: str, *, max_wait_seconds: float = 5, **options) -
     """TiCDC's avro decoder reading the registry at `registry_url` with confluent-kafka's client."""
     registry = RegistryOptions(url=registry_url, max_wait_seconds=max_wait_seconds)
     options = AvroOptions(**options, registry=registry)
-    return options.create_decoder(DEFAULT_OPTIONS)  # type: ignore[return-value]
+    return create_decoder(options, DEFAULT_OPTIONS)  # type: ignore[return-value]
 
 
 def decode(decoder, feed: Changefeed) -> list:

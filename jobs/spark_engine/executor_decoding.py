@@ -26,6 +26,7 @@ from ticdc_delta.exceptions import DecodeError, SchemaNotShipped
 from ticdc_delta.schema_cache.decoder import Decoder
 from ticdc_delta.schema_cache.events import RawMessage, RowChange, TableSchema
 from ticdc_delta.schema_cache.options import ProtocolOptions
+from ticdc_delta.schema_cache.protocols import create_worker_decoder
 from ticdc_delta.schema_cache.serialized import dump_event, dump_row, schema_ref
 from ticdc_delta.schema_cache.types import TypeOptions
 
@@ -60,7 +61,7 @@ class WorkerSpec:
     shipped: bytes = b""  # what the driver fetched for it (the protocol's `worker_payload`)
 
     def decoder(self) -> Decoder:
-        return self.protocol.create_worker_decoder(self.types, self.state, self.shipped)
+        return create_worker_decoder(self.protocol, self.types, self.state, self.shipped)
 
 
 def decode_messages(spec: WorkerSpec, messages: Iterable[RawMessage]) -> Iterator[tuple]:

@@ -37,6 +37,7 @@ from ticdc_delta.jobs.spark_engine.kafka_frame import kafka_frame
 from ticdc_delta.jobs.spark_engine.runs import Release
 from ticdc_delta.jobs.spark_engine.staging import StagingTable
 from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TopicPartition, Watermark
+from ticdc_delta.schema_cache.protocols import worker_payload
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class SparkIntake:
         """Read, decode on the executors and stage a batch; decode what they handed back."""
         spec = WorkerSpec(
             self._config.protocol, self._config.types, self._decoder.state(),
-            self._config.protocol.worker_payload(self._decoder),
+            worker_payload(self._config.protocol, self._decoder),
         )
         with self._times.phase("decode"):
             raw = kafka_frame(self._spark, self._config.kafka, ranges)

@@ -149,3 +149,7 @@ class CanalJsonDecoder(SelfDescribing):
         # No structure travels with canal-json DDL: the next rows carry it.
         return [SchemaChange(table, commit_ts, kind, None, message.position, statement, previous_name=previous)]
 
+
+def decoder_for(options: CanalJsonOptions, types: TypeOptions = DEFAULT_OPTIONS) -> CanalJsonDecoder:
+    """The protocol's decoder (`schema_cache.protocols.create_decoder`)."""
+    return CanalJsonDecoder(options, types)

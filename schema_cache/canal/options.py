@@ -15,8 +15,7 @@ from ticdc_delta.schema_cache.options import (
 )
 
 if TYPE_CHECKING:
-    from ticdc_delta.schema_cache.decoder import Decoder
-    from ticdc_delta.schema_cache.types import TypeOptions
+    pass
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,3 @@ class CanalJsonOptions(LargeMessageOptions, ProtocolOptions):
     def ordering(self) -> Ordering:
         return Ordering.COMMIT_TS if self.enable_tidb_extension else Ordering.OFFSET
 
-    def create_decoder(self, types: TypeOptions) -> Decoder:
-        from ticdc_delta.schema_cache.canal.decoder import CanalJsonDecoder
-
-        return CanalJsonDecoder(self, types)

@@ -317,3 +317,7 @@ class DebeziumDecoder:
     def _primary_key(described: Mapping[str, object]) -> tuple[str, ...]:
         return tuple(str(c) for c in described.get("primaryKeyColumnNames") or ())
 
+
+def decoder_for(options: DebeziumOptions, types: TypeOptions = DEFAULT_OPTIONS) -> DebeziumDecoder:
+    """The protocol's decoder (`schema_cache.protocols.create_decoder`)."""
+    return DebeziumDecoder(options, types)

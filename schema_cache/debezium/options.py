@@ -14,8 +14,7 @@ from ticdc_delta.schema_cache.options import (
 )
 
 if TYPE_CHECKING:
-    from ticdc_delta.schema_cache.decoder import Decoder
-    from ticdc_delta.schema_cache.types import TypeOptions
+    pass
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,3 @@ class DebeziumOptions(ProtocolOptions):
     def ordering(self) -> Ordering:
         return Ordering.COMMIT_TS if self.enable_tidb_extension else Ordering.OFFSET
 
-    def create_decoder(self, types: TypeOptions) -> Decoder:
-        from ticdc_delta.schema_cache.debezium.decoder import DebeziumDecoder
-
-        return DebeziumDecoder(self, types)

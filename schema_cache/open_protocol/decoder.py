@@ -237,3 +237,8 @@ def _tidb_type(name: str, code: int, flags: int) -> types.TiDBType:
 
 def _values(columns: Mapping[str, Mapping]) -> dict[str, object]:
     return {name: (column or {}).get("v") for name, column in columns.items()}
+
+
+def decoder_for(options: OpenProtocolOptions, types: TypeOptions = DEFAULT_OPTIONS) -> OpenProtocolDecoder:
+    """The protocol's decoder (`schema_cache.protocols.create_decoder`)."""
+    return OpenProtocolDecoder(options, types)

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 from ticdc_delta.schema_cache.options import LargeMessageOptions, ProtocolOptions, option_key, require_zone
 
 if TYPE_CHECKING:
-    from ticdc_delta.schema_cache.decoder import Decoder
-    from ticdc_delta.schema_cache.types import TypeOptions
+    pass
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,3 @@ class OpenProtocolOptions(LargeMessageOptions, ProtocolOptions):
         require_zone(option_key("timestamp_zone"), self.timestamp_zone)
         self._check_large_messages()
 
-    def create_decoder(self, types: TypeOptions) -> Decoder:
-        from ticdc_delta.schema_cache.open_protocol.decoder import OpenProtocolDecoder
-
-        return OpenProtocolDecoder(self, types)

@@ -263,3 +263,8 @@ class SimpleDecoder:
         """Cache a schema and decode the DML that was waiting for it."""
         key = self._remember(raw_schema)
         return self._parking.decode_released(key, self.decode)
+
+
+def decoder_for(options: SimpleOptions, types: TypeOptions = DEFAULT_OPTIONS) -> SimpleDecoder:
+    """The protocol's decoder (`schema_cache.protocols.create_decoder`)."""
+    return SimpleDecoder(options, types)

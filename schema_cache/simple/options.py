@@ -14,8 +14,7 @@ from ticdc_delta.schema_cache.options import (
 )
 
 if TYPE_CHECKING:
-    from ticdc_delta.schema_cache.decoder import Decoder
-    from ticdc_delta.schema_cache.types import TypeOptions
+    pass
 
 ENCODINGS = ("json", "avro")
 
@@ -34,7 +33,3 @@ class SimpleOptions(LargeMessageOptions, ProtocolOptions):
         require_positive(option_key("schema_wait_seconds"), self.schema_wait_seconds)
         self._check_large_messages()
 
-    def create_decoder(self, types: TypeOptions) -> Decoder:
-        from ticdc_delta.schema_cache.simple.decoder import SimpleDecoder
-
-        return SimpleDecoder(self, types)

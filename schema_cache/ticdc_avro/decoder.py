@@ -40,9 +40,9 @@ from ticdc_delta.schema_cache.events import (
     TableSchema,
 )
 from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions
-from ticdc_delta.schema_cache.ticdc_avro.registry import SchemaRegistry
+from ticdc_delta.schema_cache.ticdc_avro.registry import SchemaRegistry, ShippedSchemas
 from ticdc_delta.schema_cache.ticdc_avro.table_schema import BEFORE_FIELD, key_columns, parse_value_schema, table_name
-from ticdc_delta.schema_cache.types import TypeOptions
+from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 log = logging.getLogger(__name__)
 
@@ -260,3 +260,25 @@ class TiCDCAvroDecoder(SelfDescribing):
                 f"topic {message.topic!r} carries rows of {known} and {table}; TiCDC's avro protocol needs one "
                 "topic per table (a topic rule with {schema} and {table}), or rows cannot be ordered",
             )
+
+
+def decoder_for(options: AvroOptions, types: TypeOptions = DEFAULT_OPTIONS) -> TiCDCAvroDecoder:
+    """The protocol's decoder (`schema_cache.protocols.create_decoder`), reading schemas from the registry."""
+    return TiCDCAvroDecoder(options, types, SchemaRegistry(options.registry))
+
+
+def worker_decoder_for(options: AvroOptions, types: TypeOptions, state: bytes, shipped: bytes) -> TiCDCAvroDecoder:
+    """An executor's decoder (`schema_cache.protocols.create_worker_decoder`): the schemas the driver shipped."""
+    decoder = TiCDCAvroDecoder(options, types, ShippedSchemas.from_bytes(shipped))
+    decoder.restore(state)
+    return decoder
+
+
+def worker_payload(decoder: TiCDCAvroDecoder) -> bytes:
+    """What executors need besides the driver decoder's state: the schemas it fetched."""
+    return decoder.fetched_schemas()
+
+
+def check_credentials(options: AvroOptions) -> None:
+    """Raise AuthenticationError if the registry refuses the configured credentials."""
+    SchemaRegistry(options.registry).check_credentials()

@@ -18,8 +18,7 @@ from ticdc_delta.schema_cache.options import (
 )
 
 if TYPE_CHECKING:
-    from ticdc_delta.schema_cache.decoder import Decoder
-    from ticdc_delta.schema_cache.types import TypeOptions
+    pass
 
 DECIMAL_MODES = ("precise", "string")
 BIGINT_UNSIGNED_MODES = ("long", "string")
@@ -98,25 +97,3 @@ class AvroOptions(ProtocolOptions):
     @classmethod
     def keys(cls) -> tuple[str, ...]:
         return tuple(k for k in super().keys() if k != "registry")
-
-    def create_decoder(self, types: TypeOptions) -> Decoder:
-        from ticdc_delta.schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
-        from ticdc_delta.schema_cache.ticdc_avro.registry import SchemaRegistry
-
-        return TiCDCAvroDecoder(self, types, SchemaRegistry(self.registry))
-
-    def create_worker_decoder(self, types: TypeOptions, state: bytes, shipped: bytes) -> Decoder:
-        from ticdc_delta.schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
-        from ticdc_delta.schema_cache.ticdc_avro.registry import ShippedSchemas
-
-        decoder = TiCDCAvroDecoder(self, types, ShippedSchemas.from_bytes(shipped))
-        decoder.restore(state)
-        return decoder
-
-    def worker_payload(self, decoder: Decoder) -> bytes:
-        return decoder.fetched_schemas()
-
-    def check_credentials(self) -> None:
-        from ticdc_delta.schema_cache.ticdc_avro.registry import SchemaRegistry
-
-        SchemaRegistry(self.registry).check_credentials()

@@ -27,6 +27,7 @@ from ticdc_delta.exceptions import (
 from ticdc_delta.jobs.config import KafkaConfig
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.schema_cache.events import RawMessage
+from ticdc_delta.schema_cache.protocols import check_credentials, create_decoder
 from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
 from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS
 
@@ -51,7 +52,7 @@ def https_registry(ca):
 
 def decoder(registry, user_info: str, **more):
     options = RegistryOptions(url=registry.url, basic_auth_user_info=user_info, **more)
-    return AvroOptions(registry=options).create_decoder(DEFAULT_OPTIONS)
+    return create_decoder(AvroOptions(registry=options), DEFAULT_OPTIONS)
 
 
 def encoded_row(registry, ca) -> RawMessage:
@@ -90,11 +91,11 @@ def test_wrong_registry_credentials_are_found_before_any_message(https_registry,
     wrong = AvroOptions(registry=RegistryOptions(
         url=https_registry.url, basic_auth_user_info="cdc:wrong-Password", ssl_ca_location=str(ca.certificate)))
     with pytest.raises(RegistryAuthenticationError, match="listing its subjects.*authentication failed") as refused:
-        wrong.check_credentials()
+        check_credentials(wrong)
     assert "wrong-Password" not in str(refused.value) and https_registry.url in str(refused.value)
-    AvroOptions(registry=RegistryOptions(
-        url=https_registry.url, basic_auth_user_info=f"cdc:{SECRET}", ssl_ca_location=str(ca.certificate))).check_credentials()
-    AvroOptions(registry=RegistryOptions(url="http://127.0.0.1:9")).check_credentials()
+    check_credentials(AvroOptions(registry=RegistryOptions(
+        url=https_registry.url, basic_auth_user_info=f"cdc:{SECRET}", ssl_ca_location=str(ca.certificate))))
+    check_credentials(AvroOptions(registry=RegistryOptions(url="http://127.0.0.1:9")))
 
 
 def test_registry_url_credentials_are_not_named(https_registry, ca):
@@ -102,7 +103,7 @@ def test_registry_url_credentials_are_not_named(https_registry, ca):
     url = https_registry.url.replace("https://", "https://cdc:url-Password@")
     options = RegistryOptions(url=url, ssl_ca_location=str(ca.certificate))
     with pytest.raises(RegistryAuthenticationError) as refused:
-        AvroOptions(registry=options).create_decoder(DEFAULT_OPTIONS).decode(message)
+        create_decoder(AvroOptions(registry=options), DEFAULT_OPTIONS).decode(message)
     assert "url-Password" not in str(refused.value) and https_registry.url in str(refused.value)
 
 
@@ -114,7 +115,7 @@ def test_registry_url_credentials_are_not_named_in_a_failover_list(https_registr
     url = f"{with_password},{https_registry.url.replace('https://', 'https://cdc:second-Password@')}"
     options = RegistryOptions(url=url, ssl_ca_location=str(ca.certificate))
     with pytest.raises(RegistryAuthenticationError) as refused:
-        AvroOptions(registry=options).create_decoder(DEFAULT_OPTIONS).decode(message)
+        create_decoder(AvroOptions(registry=options), DEFAULT_OPTIONS).decode(message)
     text = str(refused.value)
     assert "first-Password" not in text and "second-Password" not in text
     assert f"{https_registry.url},{https_registry.url}" in text

@@ -30,7 +30,7 @@ from ticdc_delta.jobs.spark_engine.executor_decoding import (
     decode_messages,
 )
 from ticdc_delta.schema_cache.events import RawMessage, RowChange
-from ticdc_delta.schema_cache.protocols import protocol_options
+from ticdc_delta.schema_cache.protocols import create_decoder, protocol_options, worker_payload
 from ticdc_delta.schema_cache.serialized import load_event, load_row
 from ticdc_delta.schema_cache.ticdc_avro.options import RegistryOptions
 from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS
@@ -53,7 +53,7 @@ def _row_key(event: RowChange, seq: int) -> tuple:
 
 
 def _by_arrival(options, messages) -> tuple[list, list]:
-    decoder = options.create_decoder(DEFAULT_OPTIONS)
+    decoder = create_decoder(options, DEFAULT_OPTIONS)
     rows, others = [], []
     for message in messages:
         events = decoder.decode(message)
@@ -68,7 +68,7 @@ def _by_arrival(options, messages) -> tuple[list, list]:
 
 
 def _staged(options, messages, state: bytes = b"", shipped: bytes = b"") -> tuple[list, list, Counter]:
-    driver = options.create_decoder(DEFAULT_OPTIONS)
+    driver = create_decoder(options, DEFAULT_OPTIONS)
     if state:
         driver.restore(state)
     spec = WorkerSpec(options, DEFAULT_OPTIONS, state or driver.state(), shipped)
@@ -165,11 +165,11 @@ def test_avro_rows_whose_schema_the_driver_has_not_fetched_are_handed_back(regis
     assert cold[ROW] == 0 and cold[MESSAGE] == len(messages)
     assert len(registry.requests) > asked  # the driver fetched them
 
-    driver = options.create_decoder(DEFAULT_OPTIONS)
+    driver = create_decoder(options, DEFAULT_OPTIONS)
     for message in messages:
         driver.decode(message)
     asked = len(registry.requests)
-    rows, _, warm = _staged(options, messages, driver.state(), options.worker_payload(driver))
+    rows, _, warm = _staged(options, messages, driver.state(), worker_payload(options, driver))
     expected_rows, _ = _by_arrival(options, messages)
     assert warm[ROW] == len(expected_rows) and sorted(rows, key=repr) == sorted(expected_rows, key=repr)
 
@@ -178,7 +178,7 @@ def test_arrow_records_carry_the_same_records():
     pa = pytest.importorskip("pyarrow")
     options = protocol_options("simple")
     messages = _stream(_ddl_feed())
-    spec = WorkerSpec(options, DEFAULT_OPTIONS, options.create_decoder(DEFAULT_OPTIONS).state())
+    spec = WorkerSpec(options, DEFAULT_OPTIONS, create_decoder(options, DEFAULT_OPTIONS).state())
     batch = pa.RecordBatch.from_pydict({
         "topic": [m.topic for m in messages], "partition": [m.partition for m in messages],
         "offset": [m.offset for m in messages], "key": [m.key for m in messages], "value": [m.value for m in messages],
