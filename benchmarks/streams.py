@@ -1,8 +1,8 @@
 """The benchmark's synthetic TiCDC streams: one table, N row events over K keys, known net result.
 
 The table: bigint key, varchar, decimal(12,2), int, datetime(6), timestamp(3), text. Rows change in
-50-row transactions (one commitTs each), each followed by a watermark on every partition; about 10%
-of the changes to a live key are deletes. Rows go to partition `key % 3` (index-value dispatch).
+50-row transactions (one commitTs each, a key changed at most once in each, as TiDB reports them), each
+followed by a watermark on every partition; about 10% of the changes to a live key are deletes. Rows go to partition `key % 3` (index-value dispatch).
 """
 
 from __future__ import annotations
@@ -77,12 +77,17 @@ def build(
         value = writer.watermark(ts)
         return ((p, value) for p in range(partitions) if final or p != lagging_partition)
 
+    in_txn: set[int] = set()
     for n in range(events):
         if n % TXN_SIZE == 0:
             if n:
                 out.extend(watermark(commit_ts))
             commit_ts += 1 << 18
+            in_txn.clear()
         key = rng.randrange(keys)
+        while key in in_txn and len(in_txn) < keys:
+            key = rng.randrange(keys)  # TiDB reports one change per row and transaction
+        in_txn.add(key)
         schema = schemas[key % tables]
         row = {
             "id": key,

@@ -159,5 +159,7 @@ def _one_row_each(tables: int) -> streams.Stream:
 
 def _merged(first: streams.Stream, then: streams.Stream) -> streams.Stream:
     """The model after `first` then `then`, whose keys are apart."""
+    if then.rows and not isinstance(next(iter(then.rows)), tuple):
+        then = streams.Stream([], {streams.TABLE: then.rows}, then.row_events, then.partitions)  # one table
     rows = {table: {**first.rows.get(table, {}), **then.rows.get(table, {})} for table in {*first.rows, *then.rows}}
     return streams.Stream([], rows, first.row_events + then.row_events, first.partitions)
