@@ -66,16 +66,20 @@ def _job(lake, topic: str, group: str, target: Path, engine: str, concurrency: i
     if process.returncode != 0:
         raise RuntimeError(f"the job on {topic} exited with {process.returncode}; see {log}")
     spark_up = batch = 0.0
+    phases: dict[str, float] = {}
     for line in log.read_text(errors="replace").splitlines():
         match = _LINE.match(line)
         if not match:
             continue
         at = (dt.datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f") - began_at).total_seconds()
-        if match[3] == "ticdc_delta.jobs.cli" and match[4].startswith("ticdc-delta ") and " Spark " in match[4]:
+        if match[4].startswith("ticdc-delta ") and " on Python " in match[4]:
             spark_up = at
         elif match[3] == "ticdc_delta.metrics":
-            batch += json.loads(match[4])["batch_seconds"]
-    return {"wall": wall, "peak": peak / 1024, "batch": batch, "spark_up": spark_up}
+            record = json.loads(match[4])
+            batch += record["batch_seconds"]
+            for phase, seconds in record["stage_seconds"].items():
+                phases[phase] = phases.get(phase, 0.0) + seconds
+    return {"wall": wall, "peak": peak / 1024, "batch": batch, "spark_up": spark_up, "phases": phases}
 
 
 def _check(spark, target: Path, stream: streams.Stream) -> None:
@@ -134,6 +138,8 @@ def bench_tables(args, lake) -> None:
                       f"{marginal:6.3f}s; job {run['wall']:6.1f}s, outside the batch {run['wall'] - run['batch']:5.1f}s "
                       f"(Spark up at {run['spark_up']:4.1f}s); nothing-new run {idle['wall']:5.1f}s; "
                       f"peak {run['peak']:6,.0f} MiB; tables equal upstream", flush=True)
+                print("      the batch's phases (threads' seconds add up): "
+                      + ", ".join(f"{k} {v:.1f}s" for k, v in run["phases"].items()), flush=True)
 
 
 def _one_row_each(tables: int) -> streams.Stream:
