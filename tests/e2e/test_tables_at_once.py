@@ -13,6 +13,7 @@ from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.apply.progress import read_progress
 from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.table_pool import TablePool
 from ticdc_delta.schema_cache.events import TableName
 
 pytestmark = pytest.mark.e2e
@@ -21,34 +22,41 @@ pytestmark = pytest.mark.e2e
 def test_one_table_failing_while_the_others_commit_ends_exact_after_a_restart(spark, kafka, tmp_path, unique, monkeypatch):
     """About 15 s: two in-process job runs over the demo stream."""
     # Setup: the demo stream (customers and orders, an ALTER, key changes) in one batch, the tables merged at
-    #    once on two threads; the first MERGE into orders fails (as a lost storage call would), customers'
-    #    runs on the other thread. Then a run without the fault.
+    #    once on two threads; orders' MERGE there fails (as a lost storage call would) while customers' runs
+    #    on the other thread. Then a run without the fault.
     # Expect: the first run fails with that error after customers committed (its applied point is on its
-    #    table, merged on the pool while orders' failed there); the second run applies what orders lacks, skips
+    #    table, merged at once with orders' failing one); the second run applies what orders lacks, skips
     #    what customers holds, and both tables equal upstream.
     feed = demo_changefeed(seed=21, changes=200)
     topic, target, group = f"tables-{unique}", str(tmp_path), f"g-{unique}"
     publish(kafka, topic, feed.messages)
-    merge, pooled, failed = DeltaWriter.merge, [], []
+    merge, run_each, pooled, failed, at_once = DeltaWriter.merge, TablePool.run_each, [], [], threading.Event()
+
+    def tables_at_once(pool, items, work):  # the batch's last MERGE of each table, all at once
+        at_once.set()
+        try:
+            return run_each(pool, items, work)
+        finally:
+            at_once.clear()
 
     def failing_merge(writer, table, *args, **kwargs):
-        thread = threading.current_thread().name
-        if thread.startswith("ticdc-table"):  # the batch's last MERGE of each table, on the pool
+        if at_once.is_set():
             if table.table == "orders" and not failed:
-                failed.append(thread)
+                failed.append(threading.current_thread().name)
                 raise OSError("the storage call of orders' MERGE failed")
             merge(writer, table, *args, **kwargs)
-            pooled.append((table.table, thread))
+            pooled.append(table.table)
             return None
         return merge(writer, table, *args, **kwargs)
 
+    monkeypatch.setattr(TablePool, "run_each", tables_at_once)
     monkeypatch.setattr(DeltaWriter, "merge", failing_merge)
     run = {"mode": "until-idle", "batch_max_seconds": 30.0, "batch_max_messages": 100_000, "apply_concurrency": 2}
     with pytest.raises(OSError, match="orders' MERGE failed"):
         run_job(spark, kafka, topic, target, group, run=run)
     customers = read_progress(SqlSession(spark), PathLocator(target).sql_name(TableName("shop", "customers")))
     assert customers.exists and customers.point is not None and customers.point.ts is not None
-    assert [table for table, _ in pooled] == ["customers"] and failed
+    assert pooled == ["customers"] and failed
     monkeypatch.setattr(DeltaWriter, "merge", merge)
 
     again = run_job(spark, kafka, topic, target, group, run=run)
