@@ -264,8 +264,8 @@ class Pipeline:
     def _process(self, messages: Sized, result: RunResult) -> tuple[ApplySummary, int]:
         """Decode, gate, apply and checkpoint one batch; what it applied, and how many dead letters."""
         errors: list[DecodeError] = []
-        if messages:
-            self._intake.take(messages, self._gate, functools.partial(self._bad_message, errors=errors))
+        # (also with no new message: the decoder may have given up on a message parked for its schema)
+        self._intake.take(messages, self._gate, functools.partial(self._bad_message, errors=errors))
         if self._lease is not None:
             self._lease.check("apply a batch")  # (every write asks again)
         summary = ApplySummary()

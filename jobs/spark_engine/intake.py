@@ -106,6 +106,8 @@ class SparkIntake:
 
     def take(self, ranges: _Ranges, gate: Gate, bad_input: BadInput) -> None:
         """Read, decode on the executors and stage a batch; decode what they handed back."""
+        if not ranges:
+            return
         spec = WorkerSpec(
             self._config.protocol, self._config.types, self._decoder.state(),
             worker_payload(self._config.protocol, self._decoder),
