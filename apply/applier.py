@@ -157,10 +157,12 @@ class Applier:
                 self._add_row(event)
             elif isinstance(event, SchemaChange):
                 self._apply_schema_change(event)
-            elif isinstance(event, TableChanges):
+            elif isinstance(event, Watermark):
+                continue
+            elif isinstance(event, TableChanges):  # (a protocol's check: after the plain types)
                 topic_of[event.table] = event.topic
                 self._add_changes(event)
-            elif not isinstance(event, Watermark):
+            else:
                 raise TypeError(f"unexpected event {event!r}")
         flushes = []
         for table in self._pending:

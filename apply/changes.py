@@ -14,7 +14,7 @@ them leaves, and its MERGE source (`apply.merge_source`) restricted to the colum
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -22,7 +22,7 @@ from ticdc_delta.apply.collapse import collapse
 from ticdc_delta.apply.history import history_source
 from ticdc_delta.apply.merge_source import MergeSource, SourceRows
 from ticdc_delta.apply.points import AppliedPoint
-from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TableSchema
+from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TableSchema, TopicPartition
 
 UPSERTS = ("INSERT", "UPDATE", "UPSERT")
 
@@ -100,17 +100,24 @@ def point_after(prior: AppliedPoint | None, events: Sequence[RowChange | SchemaC
     """The applied point of a table at `prior` once `events` (and, by commitTs, all through `through_ts`) are in."""
     if ordering is not Ordering.OFFSET:
         return AppliedPoint(ts=through_ts)
+    # A schema change comes before the row of the same message (a new
+    # schema id): the point reaches that message, the row moves past it.
+    ends = ((e.position.topic_partition, e.position.offset + (1 if isinstance(e, RowChange) else 0)) for e in events)
+    ddl_ts = max((e.commit_ts for e in events if isinstance(e, SchemaChange) and e.commit_ts > 0), default=None)
+    return offsets_advanced(prior, ends, ddl_ts)
+
+
+def offsets_advanced(prior: AppliedPoint | None, ends: Iterable[tuple[TopicPartition, int]],
+                     ddl_ts: int | None = None) -> AppliedPoint:
+    """An offset-ordered point at `prior` moved to at least `ends` (next offset per partition); `ddl_ts`: the
+    commitTs of a DDL applied with them (its copies on other partitions are known by it)."""
     offsets = prior.offset_map() if prior is not None else {}
-    ddl_ts = prior.ts if prior is not None else None
-    for event in events:
-        key = event.position.topic_partition
-        # A schema change comes before the row of the same message (a new
-        # schema id): the point reaches that message, the row moves past it.
-        end = event.position.offset + (1 if isinstance(event, RowChange) else 0)
-        offsets[key] = max(offsets.get(key, 0), end)
-        if isinstance(event, SchemaChange) and event.commit_ts > 0:
-            ddl_ts = max(ddl_ts or 0, event.commit_ts)
-    return AppliedPoint.at_offsets(offsets, ddl_ts)
+    for tp, end in ends:
+        offsets[tp] = max(offsets.get(tp, 0), end)
+    held = prior.ts if prior is not None else None
+    if ddl_ts is not None:
+        held = max(held or 0, ddl_ts)
+    return AppliedPoint.at_offsets(offsets, held)
 
 
 @dataclass(slots=True)

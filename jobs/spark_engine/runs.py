@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ticdc_delta.apply.changes import UPSERTS, key_signature
+from ticdc_delta.apply.changes import UPSERTS, key_signature, offsets_advanced
 from ticdc_delta.apply.merge_source import MergeSource, SourceFrame
 from ticdc_delta.apply.points import AppliedPoint
 from ticdc_delta.schema_cache.events import Ordering, SchemaChange, TableName, TableSchema, TopicPartition
@@ -120,11 +120,7 @@ class StagedChanges:
     def point_after(self, prior: AppliedPoint | None, through_ts: int | None) -> AppliedPoint:
         if self.ordering is not Ordering.OFFSET:
             return AppliedPoint(ts=through_ts)
-        offsets = prior.offset_map() if prior is not None else {}
-        for run in self.runs:
-            for tp, end in run.offsets.items():
-                offsets[tp] = max(offsets.get(tp, 0), end)
-        return AppliedPoint.at_offsets(offsets, prior.ts if prior is not None else None)
+        return offsets_advanced(prior, (end for run in self.runs for end in run.offsets.items()))
 
     def net_changes(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
         (run,) = self.runs  # one MERGE per run (`merges`)
