@@ -43,12 +43,8 @@ log = logging.getLogger(__name__)
 
 _TABLE = "checkpoints"
 _COLUMNS = (
-    ("consumer", "STRING"),
-    ("batch", "BIGINT"),
-    ("saved_at", "TIMESTAMP"),
-    ("offsets", "STRING"),
-    ("watermarks", "STRING"),
-    ("decoder_state", "BINARY"),
+    ("consumer", "STRING"), ("batch", "BIGINT"), ("saved_at", "TIMESTAMP"),
+    ("offsets", "STRING"), ("watermarks", "STRING"), ("decoder_state", "BINARY"),
 )
 
 # Only the product reads this table, and only its newest snapshot, in statements

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from ticdc_delta.apply.internal_tables import ensure_internal_table
+from ticdc_delta.apply.internal_tables import InternalTable, ensure_internal_table
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.progress import is_missing_table
 from ticdc_delta.apply.sql_session import SqlSession
@@ -56,12 +56,10 @@ def _missing_is_empty(read):
         raise
 
 
-class DeadLetterTable:
+class DeadLetterTable(InternalTable):
     def __init__(self, sql: SqlSession, locator: TableLocator, consumer: str) -> None:
-        self._sql = sql
-        self._locator = locator
+        super().__init__(sql, locator, _TABLE)
         self._consumer = consumer
-        self.sql_name = locator.internal_sql_name(_TABLE)
         self._created = False
 
     def read(self, *, unresolved_only: bool = True) -> list[DeadLetter]:

@@ -18,6 +18,15 @@ _ALREADY_THERE = {"TABLE_OR_VIEW_ALREADY_EXISTS", "TABLE_ALREADY_EXISTS", "DELTA
 _PROPERTIES = ", ".join(f"'{k}' = '{v}'" for k, v in TableLayout().create_properties().items())
 
 
+class InternalTable:
+    """One of the product's own tables as one session writes it: `sql_name` is how SQL names it."""
+
+    def __init__(self, sql: SqlSession, locator: TableLocator, table: str) -> None:
+        self._sql = sql
+        self._locator = locator
+        self.sql_name = locator.internal_sql_name(table)
+
+
 def ensure_internal_table(
     sql: SqlSession,
     locator: TableLocator,

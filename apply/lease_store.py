@@ -21,15 +21,8 @@ log = logging.getLogger(__name__)
 
 TABLE = "leases"
 _COLUMNS = (
-    ("consumer", "STRING"),
-    ("owner", "STRING"),
-    ("epoch", "BIGINT"),
-    ("revision", "BIGINT"),
-    ("holder", "STRING"),
-    ("process", "STRING"),
-    ("acquired_at", "TIMESTAMP"),
-    ("renewed_at", "TIMESTAMP"),
-    ("expires_at", "TIMESTAMP"),
+    ("consumer", "STRING"), ("owner", "STRING"), ("epoch", "BIGINT"), ("revision", "BIGINT"), ("holder", "STRING"),
+    ("process", "STRING"), ("acquired_at", "TIMESTAMP"), ("renewed_at", "TIMESTAMP"), ("expires_at", "TIMESTAMP"),
 )
 # A row changes with every renewal (a small data file replaced each time): keep the table's
 # history short, and let VACUUM remove replaced files after an hour (its own retention).

@@ -20,7 +20,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ticdc_delta.apply.internal_tables import append_internal_rows
+from ticdc_delta.apply.internal_tables import InternalTable, append_internal_rows
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.schema_cache.events import TableName, TopicPartition
@@ -121,11 +121,9 @@ def _by_partition(values: Mapping[TopicPartition, int]) -> dict[str, int]:
     return {str(tp): value for tp, value in sorted(values.items())}
 
 
-class MetricsTable:
+class MetricsTable(InternalTable):
     def __init__(self, sql: SqlSession, locator: TableLocator) -> None:
-        self._sql = sql
-        self._locator = locator
-        self.sql_name = locator.internal_sql_name(TABLE)
+        super().__init__(sql, locator, TABLE)
         self._exists = False  # known to exist (this object appended to it)
 
     def append(self, records: Sequence[BatchRecord]) -> None:

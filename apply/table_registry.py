@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from ticdc_delta.apply.internal_tables import append_internal_rows
+from ticdc_delta.apply.internal_tables import InternalTable, append_internal_rows
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.progress import is_missing_table
 from ticdc_delta.apply.sql_session import SqlSession
@@ -29,12 +29,10 @@ _TABLE = "tables"
 _COLUMNS = (("consumer", "STRING"), ("database", "STRING"), ("table", "STRING"), ("registered_at", "TIMESTAMP"))
 
 
-class TableRegistry:
+class TableRegistry(InternalTable):
     def __init__(self, sql: SqlSession, locator: TableLocator, consumer: str) -> None:
-        self._sql = sql
-        self._locator = locator
+        super().__init__(sql, locator, _TABLE)
         self._consumer = consumer
-        self.sql_name = locator.internal_sql_name(_TABLE)
         self._registered: set[TableName] = set()  # by this object: not written again
         self._exists = False  # known to exist (this object appended to it)
         self._read = False  # the registry's names are in `_registered`

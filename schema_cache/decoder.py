@@ -11,7 +11,7 @@ from typing import Protocol
 
 from ticdc_delta.exceptions import DecodeError, InvalidMessage
 from ticdc_delta.schema_cache.events import Event, Ordering, RawMessage, TableSchema
-from ticdc_delta.schema_cache.parking import ParkedMessage
+from ticdc_delta.schema_cache.parking import ParkedMessage, ParkingLot
 
 
 class Decoder(Protocol):
@@ -73,6 +73,28 @@ class SelfDescribing:
 
     def forget_before(self, commit_ts: int) -> None:
         pass
+
+
+class Parking:
+    """For decoders whose row messages may come before the structure they need (Simple, Debezium without
+    schemas): such a message waits in `_parking` and is decoded when its structure arrives.
+
+    Subclasses set `_parking` and implement `_decode`, `state`, `restore` and `forget_before`.
+    """
+
+    _parking: ParkingLot
+
+    def decode(self, message: RawMessage) -> list[Event]:
+        return decoding(message, self._decode)
+
+    def _decode(self, message: RawMessage) -> list[Event]:
+        raise NotImplementedError
+
+    def parked(self) -> list[ParkedMessage]:
+        return self._parking.all()
+
+    def take_errors(self) -> list[DecodeError]:
+        return self._parking.take_errors()
 
 
 # What malformed input makes Python raise while a message is picked apart.

@@ -21,37 +21,27 @@ from collections.abc import Mapping
 import orjson
 
 from ticdc_delta.exceptions import InvalidMessage
-from ticdc_delta.schema_cache import types
+from ticdc_delta.schema_cache import events, types
 from ticdc_delta.schema_cache.canal.mysql_type import parse_mysql_type
 from ticdc_delta.schema_cache.canal.options import CanalJsonOptions
 from ticdc_delta.schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, text_value
 from ticdc_delta.schema_cache.ddl_text import renamed_from
 from ticdc_delta.schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
-from ticdc_delta.schema_cache.events import (
-    Event,
-    Op,
-    RawMessage,
-    RowChange,
-    SchemaChange,
-    SchemaChangeKind,
-    TableName,
-    Watermark,
-)
 from ticdc_delta.schema_cache.large_messages import handle_key_only
 from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 log = logging.getLogger(__name__)
 
-_OPS = {"INSERT": Op.INSERT, "UPDATE": Op.UPDATE, "DELETE": Op.DELETE}
+_OPS = {"INSERT": events.Op.INSERT, "UPDATE": events.Op.UPDATE, "DELETE": events.Op.DELETE}
 _DDL_KINDS = {
-    "CREATE": SchemaChangeKind.CREATE,
-    "ALTER": SchemaChangeKind.ALTER,
-    "ERASE": SchemaChangeKind.DROP,
-    "TRUNCATE": SchemaChangeKind.TRUNCATE,
-    "RENAME": SchemaChangeKind.RENAME,
-    "CINDEX": SchemaChangeKind.INDEX,
-    "DINDEX": SchemaChangeKind.INDEX,
-    "QUERY": SchemaChangeKind.OTHER,
+    "CREATE": events.SchemaChangeKind.CREATE,
+    "ALTER": events.SchemaChangeKind.ALTER,
+    "ERASE": events.SchemaChangeKind.DROP,
+    "TRUNCATE": events.SchemaChangeKind.TRUNCATE,
+    "RENAME": events.SchemaChangeKind.RENAME,
+    "CINDEX": events.SchemaChangeKind.INDEX,
+    "DINDEX": events.SchemaChangeKind.INDEX,
+    "QUERY": events.SchemaChangeKind.OTHER,
 }
 
 def canal_value(column: ColumnCodec, context: ValueContext) -> Converter:
@@ -87,11 +77,11 @@ class CanalJsonDecoder(SelfDescribing):
             raise InvalidMessage("a canal-json message must be a JSON object")
         return body
 
-    def _decode(self, message: RawMessage) -> list[Event]:
+    def _decode(self, message: events.RawMessage) -> list[events.Event]:
         body = self._body(message.value)
         extension = body.get("_tidb") or {}
         if body.get("type") == "TIDB_WATERMARK":
-            return [Watermark(read_commit_ts(extension["watermarkTs"]), message.position)]
+            return [events.Watermark(read_commit_ts(extension["watermarkTs"]), message.position)]
         if body.get("isDdl"):
             return self._schema_change(message, body, extension)
         location = extension.get("claimCheckLocation")
@@ -103,8 +93,8 @@ class CanalJsonDecoder(SelfDescribing):
             raise handle_key_only()
         return [self._row_change(message, body, extension)]
 
-    def _row_change(self, message: RawMessage, body: Mapping, extension: Mapping) -> RowChange:
-        table = TableName(str(body["database"]), str(body["table"]))
+    def _row_change(self, message: events.RawMessage, body: Mapping, extension: Mapping) -> events.RowChange:
+        table = events.TableName(str(body["database"]), str(body["table"]))
         kind = _OPS.get(str(body.get("type")))
         if kind is None:
             raise InvalidMessage(f"unknown canal-json type {body.get('type')!r}")
@@ -114,19 +104,19 @@ class CanalJsonDecoder(SelfDescribing):
         codec = self._structure(table, data, body["mysqlType"], tuple(body.get("pkNames") or ()))
         require_handle_key(codec.schema)
         before = after = None
-        if kind is Op.DELETE:
+        if kind is events.Op.DELETE:
             before = codec.key_row(data)  # canal-json carries the deleted row in `data`
         else:
             after = codec.row(data)
-            if kind is Op.UPDATE:
+            if kind is events.Op.UPDATE:
                 old = (body.get("old") or [{}])[0] or {}
                 # `old` may hold only changed columns (only-output-updated-columns).
                 before = codec.key_row(old if codec.has_key_fields(old) else {**data, **old})
         commit_ts = read_commit_ts(extension.get("commitTs") or 0)
-        return RowChange(table, commit_ts, kind, before, after, codec.schema, message.position)
+        return events.RowChange(table, commit_ts, kind, before, after, codec.schema, message.position)
 
     def _structure(
-        self, table: TableName, data: Mapping[str, object], mysql_types: Mapping[str, str], key: tuple[str, ...]
+        self, table: events.TableName, data: Mapping[str, object], mysql_types: Mapping[str, str], key: tuple[str, ...]
     ) -> RowCodec:
         names = tuple(data)  # table column order (mysqlType's order is Go map order)
         signature = (table, names, tuple(str(mysql_types[n]) for n in names), key)
@@ -136,18 +126,18 @@ class CanalJsonDecoder(SelfDescribing):
             cached = self._structures[signature] = RowCodec.build(table, columns, key, self._context)
         return cached
 
-    def _schema_change(self, message: RawMessage, body: Mapping, extension: Mapping) -> list[Event]:
+    def _schema_change(self, message: events.RawMessage, body: Mapping, extension: Mapping) -> list[events.Event]:
         database, table_name = str(body.get("database") or ""), str(body.get("table") or "")
         statement = str(body.get("sql") or "")
         if not table_name:
             log.warning("ignoring database-level DDL at %s: %s", message.position, statement)
             return []
-        kind = _DDL_KINDS.get(str(body.get("type")), SchemaChangeKind.OTHER)
-        table = TableName(database, table_name)
-        previous = renamed_from(statement, database, table) if kind is SchemaChangeKind.RENAME else None
+        kind = _DDL_KINDS.get(str(body.get("type")), events.SchemaChangeKind.OTHER)
+        table = events.TableName(database, table_name)
+        previous = renamed_from(statement, database, table) if kind is events.SchemaChangeKind.RENAME else None
         commit_ts = read_commit_ts(extension.get("commitTs") or 0)
         # No structure travels with canal-json DDL: the next rows carry it.
-        return [SchemaChange(table, commit_ts, kind, None, message.position, statement, previous_name=previous)]
+        return [events.SchemaChange(table, commit_ts, kind, None, message.position, statement, previous_name=previous)]
 
 
 def decoder_for(options: CanalJsonOptions, types: TypeOptions = DEFAULT_OPTIONS) -> CanalJsonDecoder:

@@ -31,36 +31,30 @@ from collections.abc import Callable, Mapping
 
 import orjson
 
-from ticdc_delta.exceptions import DecodeError, InvalidMessage
+from ticdc_delta.exceptions import InvalidMessage
+from ticdc_delta.schema_cache import events
 from ticdc_delta.schema_cache.codec import ColumnCodec, RowCodec, ValueContext, column_default
 from ticdc_delta.schema_cache.ddl_text import renamed_from
 from ticdc_delta.schema_cache.debezium.columns import debezium_value, resolve_type
 from ticdc_delta.schema_cache.debezium.descriptions import Descriptions
 from ticdc_delta.schema_cache.debezium.options import DebeziumOptions
-from ticdc_delta.schema_cache.decoder import decoding, read_commit_ts, require_handle_key
-from ticdc_delta.schema_cache.events import (
-    Event,
-    Op,
-    Ordering,
-    RawMessage,
-    RowChange,
-    SchemaChange,
-    SchemaChangeKind,
-    TableName,
-    Watermark,
-)
-from ticdc_delta.schema_cache.parking import ParkedMessage, ParkingLot
+from ticdc_delta.schema_cache.decoder import Parking, read_commit_ts, require_handle_key
+from ticdc_delta.schema_cache.parking import ParkingLot
 from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions
 
 log = logging.getLogger(__name__)
 
-_DDL_KINDS = {"CREATE": SchemaChangeKind.CREATE, "ALTER": SchemaChangeKind.ALTER, "DROP": SchemaChangeKind.DROP}
+_DDL_KINDS = {
+    "CREATE": events.SchemaChangeKind.CREATE,
+    "ALTER": events.SchemaChangeKind.ALTER,
+    "DROP": events.SchemaChangeKind.DROP,
+}
 
 
-def parse_table_ids(text: str) -> list[TableName]:
+def parse_table_ids(text: str) -> list[events.TableName]:
     """`"db"."table"` ids of a tableChanges entry; a rename lists old, then new."""
     names: list[str] = []
-    ids: list[TableName] = []
+    ids: list[events.TableName] = []
     i = 0
     while i < len(text):
         ch = text[i]
@@ -71,17 +65,17 @@ def parse_table_ids(text: str) -> list[TableName]:
             names.append(text[i + 1 : end].replace('""', '"'))
             i = end + 1
         elif ch == ",":
-            ids.append(TableName(*names))
+            ids.append(events.TableName(*names))
             names = []
             i += 1
         else:
             i += 1  # the '.' between database and table
     if names:
-        ids.append(TableName(*names))
+        ids.append(events.TableName(*names))
     return ids
 
 
-class DebeziumDecoder:
+class DebeziumDecoder(Parking):
     def __init__(
         self,
         options: DebeziumOptions = DebeziumOptions(enable_tidb_extension=True),
@@ -105,15 +99,6 @@ class DebeziumDecoder:
 
     # --- the Decoder interface -------------------------------------------------
 
-    def decode(self, message: RawMessage) -> list[Event]:
-        return decoding(message, self._decode)
-
-    def parked(self) -> list[ParkedMessage]:
-        return self._parking.all()
-
-    def take_errors(self) -> list[DecodeError]:
-        return self._parking.take_errors()
-
     def state(self) -> bytes:
         return json.dumps(self._described.state()).encode()
 
@@ -125,7 +110,7 @@ class DebeziumDecoder:
 
     # --- decoding ---------------------------------------------------------------
 
-    def _decode(self, message: RawMessage) -> list[Event]:
+    def _decode(self, message: events.RawMessage) -> list[events.Event]:
         if message.value is None:
             if message.key:
                 # The tombstone Debezium's connectors send after a delete (for log compaction);
@@ -139,7 +124,7 @@ class DebeziumDecoder:
         payload = envelope["payload"]
         op = payload.get("op")
         if op == "m":
-            return [Watermark(read_commit_ts(payload["source"]["commit_ts"]), message.position)]
+            return [events.Watermark(read_commit_ts(payload["source"]["commit_ts"]), message.position)]
         if op in ("c", "u", "d", "r"):
             return self._row_change(message, envelope)
         if op == "t":
@@ -148,10 +133,10 @@ class DebeziumDecoder:
             return self._schema_change(message, payload)
         raise InvalidMessage(f"unknown op {op!r}")
 
-    def _row_change(self, message: RawMessage, envelope: Mapping[str, object]) -> list[Event]:
+    def _row_change(self, message: events.RawMessage, envelope: Mapping[str, object]) -> list[events.Event]:
         payload = envelope["payload"]
         source = payload["source"]
-        table = TableName(str(source["db"]), str(source["table"]))
+        table = events.TableName(str(source["db"]), str(source["table"]))
         key = self._key(message)
         fields = self._value_fields(envelope.get("schema"))
         commit_ts = self._commit_ts(source)
@@ -171,37 +156,38 @@ class DebeziumDecoder:
         before = None if old is None else structure.key_row(old)
         after = None if new is None else structure.row(new)
         if op in ("c", "r"):  # r: a row of Debezium's initial snapshot
-            kind = Op.INSERT
+            kind = events.Op.INSERT
         elif op == "d":
-            kind = Op.DELETE
+            kind = events.Op.DELETE
             if before is None:  # the old image is missing: the key finds the row
                 before = structure.key_row(key)
         else:
             # Without output-old-value there is no `before`: an upsert of the new image.
-            kind = Op.UPDATE if before is not None else Op.UPSERT
-        return [RowChange(table, commit_ts, kind, before, after, structure.schema, message.position)]
+            kind = events.Op.UPDATE if before is not None else events.Op.UPSERT
+        return [events.RowChange(table, commit_ts, kind, before, after, structure.schema, message.position)]
 
     def _commit_ts(self, source: Mapping[str, object]) -> int:
         """TiCDC's commitTs; 0 (unknown) for Debezium's own connectors, which have none (offset order only)."""
         if "commit_ts" in source:
             return read_commit_ts(source["commit_ts"])
-        if self.ordering is Ordering.OFFSET:
+        if self.ordering is events.Ordering.OFFSET:
             return 0
         raise InvalidMessage(
             f"no source.commit_ts (connector {source.get('connector')!r}): only TiCDC's messages order by commitTs; "
             "set enable_tidb_extension = false and allow_offset_ordering = true"
         )
 
-    def _truncate(self, message: RawMessage, payload: Mapping[str, object]) -> list[Event]:
+    def _truncate(self, message: events.RawMessage, payload: Mapping[str, object]) -> list[events.Event]:
         """Debezium's truncate event (`op` t; sent unless `skipped.operations` has t, its default)."""
         source = payload["source"]
-        table = TableName(str(source["db"]), str(source["table"]))
+        table = events.TableName(str(source["db"]), str(source["table"]))
         commit_ts = self._commit_ts(source)
         known = self._described.at(table, commit_ts)
         schema = self._structure(table, None, known, self._primary_key(known[1])).schema if known else None
-        return [SchemaChange(table, commit_ts, SchemaChangeKind.TRUNCATE, schema, message.position, "TRUNCATE")]
+        truncate = events.SchemaChangeKind.TRUNCATE
+        return [events.SchemaChange(table, commit_ts, truncate, schema, message.position, "TRUNCATE")]
 
-    def _key(self, message: RawMessage) -> dict:
+    def _key(self, message: events.RawMessage) -> dict:
         if not message.key:
             return {}
         try:
@@ -223,7 +209,7 @@ class DebeziumDecoder:
 
     def _structure(
         self,
-        table: TableName,
+        table: events.TableName,
         fields: list[Mapping[str, object]] | None,
         described: tuple[int, Mapping[str, object]] | None,
         key: tuple[str, ...],
@@ -276,7 +262,7 @@ class DebeziumDecoder:
             known = self._description_texts[id(described)] = (described, json.dumps(described, sort_keys=True))
         return known[1]
 
-    def _schema_change(self, message: RawMessage, payload: Mapping[str, object]) -> list[Event]:
+    def _schema_change(self, message: events.RawMessage, payload: Mapping[str, object]) -> list[events.Event]:
         source = payload["source"]
         commit_ts = self._commit_ts(source)
         statement = str(payload.get("ddl") or "")
@@ -287,15 +273,16 @@ class DebeziumDecoder:
                 log.warning("ignoring database-level DDL at %s: %s", message.position, statement)
                 return []
             # TiCDC sends TRUNCATE TABLE with no tableChanges (the structure is unchanged).
-            table = TableName(str(source["db"]), table_name)
+            table = events.TableName(str(source["db"]), table_name)
             known = self._described.at(table, commit_ts)
             schema = self._structure(table, None, known, self._primary_key(known[1])).schema if known else None
-            return [SchemaChange(table, commit_ts, SchemaChangeKind.TRUNCATE, schema, message.position, statement)]
+            truncate = events.SchemaChangeKind.TRUNCATE
+            return [events.SchemaChange(table, commit_ts, truncate, schema, message.position, statement)]
         change = changes[0]
         ids = parse_table_ids(str(change["id"]))
         kind = _DDL_KINDS[str(change["type"])]
         table, previous = ids[-1], (ids[0] if len(ids) == 2 else None)
-        if previous is None and kind is SchemaChangeKind.ALTER and "RENAME" in statement.upper():
+        if previous is None and kind is events.SchemaChangeKind.ALTER and "RENAME" in statement.upper():
             # Debezium's connectors describe RENAME TABLE as an ALTER of the new name alone.
             database = str(payload.get("databaseName") or source.get("db") or table.database)
             previous = renamed_from(statement, database, table)
@@ -304,13 +291,13 @@ class DebeziumDecoder:
         described = change.get("table")
         if described is None:  # DROP TABLE
             self._described.add(table, commit_ts, None)
-            return [SchemaChange(table, commit_ts, kind, None, message.position, statement)]
+            return [events.SchemaChange(table, commit_ts, kind, None, message.position, statement)]
         self._described.add(table, commit_ts, described)
         if previous is not None:
             self._described.add(previous, commit_ts, None)
-            kind = SchemaChangeKind.RENAME
+            kind = events.SchemaChangeKind.RENAME
         schema = self._structure(table, None, (commit_ts, described), self._primary_key(described)).schema
-        event = SchemaChange(table, commit_ts, kind, schema, message.position, statement, previous_name=previous)
+        event = events.SchemaChange(table, commit_ts, kind, schema, message.position, statement, previous_name=previous)
         return [event, *self._parking.decode_released(table, self.decode)]
 
     @staticmethod

@@ -25,21 +25,10 @@ from collections.abc import Iterator, Mapping
 import orjson
 
 from ticdc_delta.exceptions import InvalidMessage
-from ticdc_delta.schema_cache import types
+from ticdc_delta.schema_cache import events, types
 from ticdc_delta.schema_cache.codec import ColumnCodec, Converter, RowCodec, ValueContext, text_value
 from ticdc_delta.schema_cache.ddl_text import renamed_from
 from ticdc_delta.schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
-from ticdc_delta.schema_cache.events import (
-    Event,
-    Op,
-    Ordering,
-    RawMessage,
-    RowChange,
-    SchemaChange,
-    SchemaChangeKind,
-    TableName,
-    Watermark,
-)
 from ticdc_delta.schema_cache.large_messages import handle_key_only
 from ticdc_delta.schema_cache.open_protocol.options import OpenProtocolOptions
 from ticdc_delta.schema_cache.types import DEFAULT_OPTIONS, TypeOptions
@@ -63,11 +52,11 @@ _BASE64_CODES = {249, 250, 251, 252}
 
 # TiDB model.ActionType -> schema change kind (other table DDL: ALTER).
 _ACTIONS = {
-    3: SchemaChangeKind.CREATE, 60: SchemaChangeKind.CREATE, 4: SchemaChangeKind.DROP,
-    11: SchemaChangeKind.TRUNCATE, 14: SchemaChangeKind.RENAME, 47: SchemaChangeKind.RENAME,
-    7: SchemaChangeKind.INDEX, 8: SchemaChangeKind.INDEX, 32: SchemaChangeKind.INDEX,
-    33: SchemaChangeKind.INDEX, 41: SchemaChangeKind.INDEX, 73: SchemaChangeKind.INDEX,
-    21: SchemaChangeKind.OTHER, 24: SchemaChangeKind.OTHER,  # views
+    3: events.SchemaChangeKind.CREATE, 60: events.SchemaChangeKind.CREATE, 4: events.SchemaChangeKind.DROP,
+    11: events.SchemaChangeKind.TRUNCATE, 14: events.SchemaChangeKind.RENAME, 47: events.SchemaChangeKind.RENAME,
+    7: events.SchemaChangeKind.INDEX, 8: events.SchemaChangeKind.INDEX, 32: events.SchemaChangeKind.INDEX,
+    33: events.SchemaChangeKind.INDEX, 41: events.SchemaChangeKind.INDEX, 73: events.SchemaChangeKind.INDEX,
+    21: events.SchemaChangeKind.OTHER, 24: events.SchemaChangeKind.OTHER,  # views
 }
 
 
@@ -135,7 +124,7 @@ def open_value(column: ColumnCodec, context: ValueContext) -> Converter:
 
 
 class OpenProtocolDecoder(SelfDescribing):
-    ordering = Ordering.COMMIT_TS  # resolved events are sent to every partition
+    ordering = events.Ordering.COMMIT_TS  # resolved events are sent to every partition
 
     def __init__(self, options: OpenProtocolOptions = OpenProtocolOptions(), types: TypeOptions = DEFAULT_OPTIONS) -> None:
         self._context = ValueContext(types, options.timestamp_zone)
@@ -155,21 +144,21 @@ class OpenProtocolDecoder(SelfDescribing):
         for key_item, value_item in zip(keys, values, strict=True):
             yield orjson.loads(key_item), value_item
 
-    def _decode(self, message: RawMessage) -> list[Event]:
-        events: list[Event] = []
+    def _decode(self, message: events.RawMessage) -> list[events.Event]:
+        decoded: list[events.Event] = []
         for key, value in self._pairs(message.key, message.value):
             kind = key.get("t")
             if kind == RESOLVED:
-                events.append(Watermark(read_commit_ts(key["ts"]), message.position))
+                decoded.append(events.Watermark(read_commit_ts(key["ts"]), message.position))
             elif kind == DDL:
-                events.extend(self._schema_change(message, key, orjson.loads(self._large.value(value))))
+                decoded.extend(self._schema_change(message, key, orjson.loads(self._large.value(value))))
             elif kind == ROW:
-                events.append(self._row_change(message, key, value))
+                decoded.append(self._row_change(message, key, value))
             else:
                 raise InvalidMessage(f"unknown Open Protocol message type {kind!r}")
-        return events
+        return decoded
 
-    def _row_change(self, message: RawMessage, key: Mapping, value: bytes) -> RowChange:
+    def _row_change(self, message: events.RawMessage, key: Mapping, value: bytes) -> events.RowChange:
         location = key.get("ccl")
         if location:
             stored_key, stored_value = self._large.claimed(location)
@@ -177,23 +166,23 @@ class OpenProtocolDecoder(SelfDescribing):
         elif key.get("ohk"):
             raise handle_key_only()
         body = orjson.loads(self._large.value(value))
-        table = TableName(str(key["scm"]), str(key["tbl"]))
+        table = events.TableName(str(key["scm"]), str(key["tbl"]))
         commit_ts = read_commit_ts(key["ts"])
         if "d" in body:
             codec = self._structure(table, body["d"])
             require_handle_key(codec.schema)
             before = codec.key_row(_values(body["d"]))
-            return RowChange(table, commit_ts, Op.DELETE, before, None, codec.schema, message.position)
+            return events.RowChange(table, commit_ts, events.Op.DELETE, before, None, codec.schema, message.position)
         codec = self._structure(table, body["u"])
         require_handle_key(codec.schema)
         after = codec.row(_values(body["u"]))
         if "p" in body:
             # `p` may hold only the changed columns (only-output-updated-columns).
             before = codec.key_row(_values({**body["u"], **body["p"]}))
-            return RowChange(table, commit_ts, Op.UPDATE, before, after, codec.schema, message.position)
-        return RowChange(table, commit_ts, Op.INSERT, None, after, codec.schema, message.position)
+            return events.RowChange(table, commit_ts, events.Op.UPDATE, before, after, codec.schema, message.position)
+        return events.RowChange(table, commit_ts, events.Op.INSERT, None, after, codec.schema, message.position)
 
-    def _structure(self, table: TableName, columns: Mapping[str, Mapping]) -> RowCodec:
+    def _structure(self, table: events.TableName, columns: Mapping[str, Mapping]) -> RowCodec:
         signature = (table, tuple((n, c["t"], int(c.get("f") or 0)) for n, c in columns.items()))
         cached = self._structures.get(signature)
         if cached is None:
@@ -208,15 +197,16 @@ class OpenProtocolDecoder(SelfDescribing):
             cached = self._structures[signature] = RowCodec.build(table, codecs, key, self._context)
         return cached
 
-    def _schema_change(self, message: RawMessage, key: Mapping, value: Mapping) -> list[Event]:
+    def _schema_change(self, message: events.RawMessage, key: Mapping, value: Mapping) -> list[events.Event]:
         statement = str(value.get("q") or "")
         if not key.get("tbl"):
             log.warning("ignoring database-level DDL at %s: %s", message.position, statement)
             return []
-        kind = _ACTIONS.get(int(value.get("t") or 0), SchemaChangeKind.ALTER)
-        table = TableName(str(key["scm"]), str(key["tbl"]))
-        previous = renamed_from(statement, table.database, table) if kind is SchemaChangeKind.RENAME else None
-        return [SchemaChange(table, read_commit_ts(key["ts"]), kind, None, message.position, statement, previous_name=previous)]
+        kind = _ACTIONS.get(int(value.get("t") or 0), events.SchemaChangeKind.ALTER)
+        table = events.TableName(str(key["scm"]), str(key["tbl"]))
+        previous = renamed_from(statement, table.database, table) if kind is events.SchemaChangeKind.RENAME else None
+        commit_ts = read_commit_ts(key["ts"])
+        return [events.SchemaChange(table, commit_ts, kind, None, message.position, statement, previous_name=previous)]
 
 
 def _tidb_type(name: str, code: int, flags: int) -> types.TiDBType:

@@ -15,23 +15,13 @@ from collections.abc import Callable, Mapping
 
 import orjson
 
-from ticdc_delta.exceptions import DecodeError, InvalidMessage
+from ticdc_delta.exceptions import InvalidMessage
+from ticdc_delta.schema_cache import events
 from ticdc_delta.schema_cache.codec import RowCodec, ValueContext
 from ticdc_delta.schema_cache.ddl_text import renamed_from
-from ticdc_delta.schema_cache.decoder import decoding, read_commit_ts, require_handle_key
-from ticdc_delta.schema_cache.events import (
-    Event,
-    Op,
-    Ordering,
-    RawMessage,
-    RowChange,
-    SchemaChange,
-    SchemaChangeKind,
-    TableName,
-    Watermark,
-)
+from ticdc_delta.schema_cache.decoder import Parking, read_commit_ts, require_handle_key
 from ticdc_delta.schema_cache.large_messages import handle_key_only
-from ticdc_delta.schema_cache.parking import ParkedMessage, ParkingLot
+from ticdc_delta.schema_cache.parking import ParkingLot
 from ticdc_delta.schema_cache.simple import avro
 from ticdc_delta.schema_cache.simple.options import SimpleOptions
 from ticdc_delta.schema_cache.simple.table_schema import parse_table_schema
@@ -42,16 +32,16 @@ log = logging.getLogger(__name__)
 SUPPORTED_VERSION = 1
 
 _DDL_KINDS = {
-    "CREATE": SchemaChangeKind.CREATE,
-    "ALTER": SchemaChangeKind.ALTER,
-    "RENAME": SchemaChangeKind.RENAME,
-    "TRUNCATE": SchemaChangeKind.TRUNCATE,
-    "ERASE": SchemaChangeKind.DROP,
-    "CINDEX": SchemaChangeKind.INDEX,
-    "DINDEX": SchemaChangeKind.INDEX,
-    "QUERY": SchemaChangeKind.OTHER,
+    "CREATE": events.SchemaChangeKind.CREATE,
+    "ALTER": events.SchemaChangeKind.ALTER,
+    "RENAME": events.SchemaChangeKind.RENAME,
+    "TRUNCATE": events.SchemaChangeKind.TRUNCATE,
+    "ERASE": events.SchemaChangeKind.DROP,
+    "CINDEX": events.SchemaChangeKind.INDEX,
+    "DINDEX": events.SchemaChangeKind.INDEX,
+    "QUERY": events.SchemaChangeKind.OTHER,
 }
-_DML_OPS = {"INSERT": Op.INSERT, "UPDATE": Op.UPDATE, "DELETE": Op.DELETE}
+_DML_OPS = {"INSERT": events.Op.INSERT, "UPDATE": events.Op.UPDATE, "DELETE": events.Op.DELETE}
 
 # Schema versions kept per table in the cache and its saved state. Old versions
 # are only needed by DML still in flight when a DDL lands.
@@ -60,10 +50,10 @@ _VERSIONS_KEPT = 16
 SchemaKey = tuple[str, str, int]
 
 
-class SimpleDecoder:
+class SimpleDecoder(Parking):
     """Decodes Simple protocol messages (JSON or Avro encoding) into events."""
 
-    ordering = Ordering.COMMIT_TS
+    ordering = events.Ordering.COMMIT_TS
 
     def __init__(
         self,
@@ -87,15 +77,6 @@ class SimpleDecoder:
 
     # --- the Decoder interface -------------------------------------------------
 
-    def decode(self, message: RawMessage) -> list[Event]:
-        return decoding(message, self._decode)
-
-    def parked(self) -> list[ParkedMessage]:
-        return self._parking.all()
-
-    def take_errors(self) -> list[DecodeError]:
-        return self._parking.take_errors()
-
     def state(self) -> bytes:
         # Avro-decoded schemas hold the same JSON-compatible values.
         return json.dumps(list(self._raw_schemas.values()), separators=(",", ":")).encode()
@@ -109,7 +90,7 @@ class SimpleDecoder:
 
     # --- decoding ---------------------------------------------------------------
 
-    def _decode(self, message: RawMessage) -> list[Event]:
+    def _decode(self, message: events.RawMessage) -> list[events.Event]:
         return self._events(self._parse(message.value), message)
 
     def _parse(self, value: bytes | None) -> Mapping[str, object]:
@@ -135,19 +116,19 @@ class SimpleDecoder:
             raise InvalidMessage(f"unsupported Simple protocol version {version!r} (supported: 1)")
         return body
 
-    def _events(self, body: Mapping[str, object], message: RawMessage) -> list[Event]:
+    def _events(self, body: Mapping[str, object], message: events.RawMessage) -> list[events.Event]:
         kind = body.get("type")
         if kind in _DML_OPS:
             return self._row_change(body, message)
         if kind == "WATERMARK":
-            return [Watermark(read_commit_ts(body["commitTs"]), message.position)]
+            return [events.Watermark(read_commit_ts(body["commitTs"]), message.position)]
         if kind == "BOOTSTRAP":
             return self._learn(body["tableSchema"])
         if kind in _DDL_KINDS:
             return self._schema_change(body, message)
         raise InvalidMessage(f"unknown message type {kind!r}")
 
-    def _row_change(self, body: Mapping[str, object], message: RawMessage) -> list[Event]:
+    def _row_change(self, body: Mapping[str, object], message: events.RawMessage) -> list[events.Event]:
         location = body.get("claimCheckLocation")
         if location:
             # The original message is in claim-check storage; this one holds only the key.
@@ -162,25 +143,26 @@ class SimpleDecoder:
             key = (str(key[0]), str(key[1]), int(key[2]))
             cached = self._schemas.get(key)
         if cached is None:
-            table = TableName(key[0], key[1])
+            table = events.TableName(key[0], key[1])
             log.info("parking %s: schema %s version %d not known yet", message.position, table, key[2])
             self._parking.park(key, message, table, read_commit_ts(body["commitTs"]))
             return []
         schema = cached.schema
         require_handle_key(schema)
         op = _DML_OPS[body["type"]]
-        if op is Op.INSERT:
+        if op is events.Op.INSERT:
             after, before = cached.row(body["data"]), None
-        elif op is Op.DELETE:
+        elif op is events.Op.DELETE:
             after, before = None, cached.key_row(body["old"])
         else:
             data, old = body["data"], body["old"]
             after = cached.row(data)
             # TiCDC may omit unchanged columns from `old`; they equal `data`.
             before = cached.key_row(old if cached.has_key_fields(old) else {**data, **old})
-        return [RowChange(schema.name, read_commit_ts(body["commitTs"]), op, before, after, schema, message.position)]
+        commit_ts = read_commit_ts(body["commitTs"])
+        return [events.RowChange(schema.name, commit_ts, op, before, after, schema, message.position)]
 
-    def _schema_change(self, body: Mapping[str, object], message: RawMessage) -> list[Event]:
+    def _schema_change(self, body: Mapping[str, object], message: events.RawMessage) -> list[events.Event]:
         raw_schema = body.get("tableSchema")
         statement = str(body.get("sql") or "")
         if raw_schema is None:
@@ -190,8 +172,8 @@ class SimpleDecoder:
         database, table, version = self._key_of(raw_schema)
         kind = _DDL_KINDS[str(body["type"])]
         previous_name = None
-        if kind is SchemaChangeKind.RENAME:
-            new_name = TableName(database, table)
+        if kind is events.SchemaChangeKind.RENAME:
+            new_name = events.TableName(database, table)
             previous_name = self._name_before(
                 int(raw_schema.get("tableID") or 0), version, new_name, renamed_from(statement, database, new_name)
             )
@@ -201,7 +183,7 @@ class SimpleDecoder:
             # the pre-DDL structure; its rows may still arrive, so cache it.
             released += self._learn(body["preTableSchema"])
         parsed = self._schemas[self._key_of(raw_schema)]
-        change = SchemaChange(
+        change = events.SchemaChange(
             table=parsed.schema.name,
             commit_ts=read_commit_ts(body["commitTs"]),
             kind=kind,
@@ -228,7 +210,9 @@ class SimpleDecoder:
             self._forget_old_versions(key[:2])
         return key
 
-    def _name_before(self, table_id: int, version: int, name: TableName, stated: TableName | None) -> TableName | None:
+    def _name_before(
+        self, table_id: int, version: int, name: events.TableName, stated: events.TableName | None
+    ) -> events.TableName | None:
         """The name table `table_id` had before a DDL gave it `name` at schema `version` (None: unknown).
 
         The statement's old name (`stated`) when the table had it: TiCDC sends `RENAME TABLE a TO b,
@@ -259,7 +243,7 @@ class SimpleDecoder:
             del self._schemas[key]
             del self._raw_schemas[key]
 
-    def _learn(self, raw_schema: Mapping[str, object]) -> list[Event]:
+    def _learn(self, raw_schema: Mapping[str, object]) -> list[events.Event]:
         """Cache a schema and decode the DML that was waiting for it."""
         key = self._remember(raw_schema)
         return self._parking.decode_released(key, self.decode)

@@ -26,19 +26,9 @@ import fastavro
 from fastavro.schema import SchemaParseException
 
 from ticdc_delta.exceptions import InvalidMessage
+from ticdc_delta.schema_cache import events
 from ticdc_delta.schema_cache.codec import RowCodec, ValueContext
 from ticdc_delta.schema_cache.decoder import SelfDescribing, read_commit_ts, require_handle_key
-from ticdc_delta.schema_cache.events import (
-    Event,
-    Op,
-    Ordering,
-    RawMessage,
-    RowChange,
-    SchemaChange,
-    SchemaChangeKind,
-    TableName,
-    TableSchema,
-)
 from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions
 from ticdc_delta.schema_cache.ticdc_avro.registry import SchemaRegistry, ShippedSchemas
 from ticdc_delta.schema_cache.ticdc_avro.table_schema import BEFORE_FIELD, key_columns, parse_value_schema, table_name
@@ -48,7 +38,7 @@ log = logging.getLogger(__name__)
 
 _CONFLUENT_MAGIC = 0
 _TICDC_DDL, _TICDC_CHECKPOINT, _TICDC_DELETE = 1, 2, 3
-_OPS = {"c": Op.INSERT, "u": Op.UPDATE, "d": Op.DELETE}
+_OPS = {"c": events.Op.INSERT, "u": events.Op.UPDATE, "d": events.Op.DELETE}
 
 
 def _frame(payload: bytes) -> tuple[int, bytes]:
@@ -73,17 +63,17 @@ def _refuse_repetition(schema_id: int, schema: object) -> None:
             waiting.extend(node)
 
 
-def _key_only(schema: TableSchema, row: tuple) -> tuple:
+def _key_only(schema: events.TableSchema, row: tuple) -> tuple:
     keep = set(schema.key_indexes())
     return tuple(v if i in keep else None for i, v in enumerate(row))
 
 
-def _typed_key(schema: TableSchema) -> list[tuple[str, str]]:
+def _typed_key(schema: events.TableSchema) -> list[tuple[str, str]]:
     return [(schema.columns[i].name, schema.columns[i].spark_type) for i in schema.key_indexes()]
 
 
 class TiCDCAvroDecoder(SelfDescribing):
-    ordering = Ordering.OFFSET
+    ordering = events.Ordering.OFFSET
 
     def __init__(self, options: AvroOptions, types: TypeOptions, registry: SchemaRegistry) -> None:
         self._registry = registry
@@ -93,8 +83,8 @@ class TiCDCAvroDecoder(SelfDescribing):
         self._tables: dict[tuple[int, int | None], RowCodec] = {}
         self._keys: dict[int, RowCodec] = {}
         # Per table: the newest (value schema id, key schema id) seen, to detect schema changes.
-        self._latest: dict[TableName, tuple[int, int | None]] = {}
-        self._topic_tables: dict[str, TableName] = {}
+        self._latest: dict[events.TableName, tuple[int, int | None]] = {}
+        self._topic_tables: dict[str, events.TableName] = {}
 
     # Nothing is ever parked (every message names its schema), but the table
     # each topic carries and each table's newest schema ids are saved.
@@ -116,8 +106,8 @@ class TiCDCAvroDecoder(SelfDescribing):
 
     def restore(self, state: bytes) -> None:
         saved = json.loads(state)
-        self._latest = {TableName(d, t): (v, k) for d, t, v, k in saved["latest"]}
-        self._topic_tables = {topic: TableName(d, t) for topic, (d, t) in saved["topics"].items()}
+        self._latest = {events.TableName(d, t): (v, k) for d, t, v, k in saved["latest"]}
+        self._topic_tables = {topic: events.TableName(d, t) for topic, (d, t) in saved["topics"].items()}
 
     # --- decoding ---------------------------------------------------------------
 
@@ -135,7 +125,7 @@ class TiCDCAvroDecoder(SelfDescribing):
             self._parsed_avro[schema_id] = parsed
         return fastavro.schemaless_reader(io.BytesIO(body), parsed, None)
 
-    def _decode(self, message: RawMessage) -> list[Event]:
+    def _decode(self, message: events.RawMessage) -> list[events.Event]:
         key_id = key = None
         if message.key:
             key_id, body = _frame(message.key)
@@ -153,29 +143,29 @@ class TiCDCAvroDecoder(SelfDescribing):
         self._check_topic(message, table.schema.name)
         record = self._read(value_id, body)
         require_handle_key(table.schema)
-        events: list[Event] = self._schema_change(message, table, value_id, key_id, record)
-        events.append(self._row(message, table, record))
-        return events
+        decoded: list[events.Event] = self._schema_change(message, table, value_id, key_id, record)
+        decoded.append(self._row(message, table, record))
+        return decoded
 
-    def _row(self, message: RawMessage, table: RowCodec, record: Mapping[str, object]) -> RowChange:
+    def _row(self, message: events.RawMessage, table: RowCodec, record: Mapping[str, object]) -> events.RowChange:
         op_name = record.get("_tidb_op") or ""
         if op_name and op_name not in _OPS:
             raise InvalidMessage(f"unknown _tidb_op {op_name!r} (expected c, u or d)")
-        op = _OPS.get(op_name, Op.UPSERT)
+        op = _OPS.get(op_name, events.Op.UPSERT)
         before = after = None
-        if op is Op.DELETE:
+        if op is events.Op.DELETE:
             before = table.key_row(record)  # avro-include-before-value: the pre-image in the main fields
         else:
             after = table.row(record)
             old = record.get(BEFORE_FIELD)
             if old is not None:
                 # avro-include-before-value: the old image lets key changes delete the old key.
-                op, before = Op.UPDATE, table.key_row(old)
-            elif op is Op.UPDATE:
+                op, before = events.Op.UPDATE, table.key_row(old)
+            elif op is events.Op.UPDATE:
                 # _tidb_op "u" (the spec: an update) without an old image: the row the Key names, the
                 # key of the new image (TiCDC's Kafka key of an update is built from the new row).
                 before = _key_only(table.schema, after)
-        return RowChange(
+        return events.RowChange(
             table=table.schema.name,
             commit_ts=read_commit_ts(record.get("_tidb_commit_ts") or 0),
             op=op,
@@ -185,7 +175,9 @@ class TiCDCAvroDecoder(SelfDescribing):
             position=message.position,
         )
 
-    def _tombstone(self, message: RawMessage, key_id: int | None, key: tuple | None, commit_ts: int) -> list[Event]:
+    def _tombstone(
+        self, message: events.RawMessage, key_id: int | None, key: tuple | None, commit_ts: int
+    ) -> list[events.Event]:
         if key_id is None:
             raise InvalidMessage("a delete (null value) without a key: the table has no primary key")
         key_schema = self._key_schema(key_id).schema
@@ -200,7 +192,7 @@ class TiCDCAvroDecoder(SelfDescribing):
         require_handle_key(schema)  # a key schema without fields finds no row
         by_name = dict(zip(key_schema.column_names(), key, strict=True))
         before = tuple(by_name.get(c.name) for c in schema.columns)
-        return [RowChange(schema.name, commit_ts, Op.DELETE, before, None, schema, message.position)]
+        return [events.RowChange(schema.name, commit_ts, events.Op.DELETE, before, None, schema, message.position)]
 
     # --- schemas ------------------------------------------------------------------
 
@@ -232,8 +224,8 @@ class TiCDCAvroDecoder(SelfDescribing):
             )
 
     def _schema_change(
-        self, message: RawMessage, table: RowCodec, value_id: int, key_id: int | None, record: Mapping
-    ) -> list[Event]:
+        self, message: events.RawMessage, table: RowCodec, value_id: int, key_id: int | None, record: Mapping
+    ) -> list[events.Event]:
         name = table.schema.name
         latest = self._latest.get(name)
         if latest is not None and value_id <= latest[0]:
@@ -243,17 +235,17 @@ class TiCDCAvroDecoder(SelfDescribing):
             return []
         # A newer structure, or the first one this consumer sees: the table follows it.
         return [
-            SchemaChange(
+            events.SchemaChange(
                 table=name,
                 commit_ts=read_commit_ts(record.get("_tidb_commit_ts") or 0),
-                kind=SchemaChangeKind.ALTER,
+                kind=events.SchemaChangeKind.ALTER,
                 schema=table.schema,
                 position=message.position,
                 statement="",
             )
         ]
 
-    def _check_topic(self, message: RawMessage, table: TableName) -> None:
+    def _check_topic(self, message: events.RawMessage, table: events.TableName) -> None:
         known = self._topic_tables.setdefault(message.topic, table)
         if known != table:
             raise InvalidMessage(
