@@ -26,6 +26,10 @@ of medians in brackets). The load average is printed with each section. Sections
 - snapshot: `ticdc-delta snapshot` of a Dumpling export vs Spark's CSV reader and a plain append.
 - history: one batch of 10,000 row changes (5,000 keys, each updated at two commitTs) applied by the
   driver engine's applier to a 100k-row table without and with a history table (`[history]`).
+- tables: the same row events over 1 to 500 tables, both engines, a job process per run; the floor of
+  bare MERGEs of the same rows (`benchmarks/tables.py`).
+- freshness: a steady stream over 100 tables against a `--continuous` job for 5 minutes: freshness and
+  backlog per minute (`benchmarks/freshness.py`).
 """
 
 from __future__ import annotations
@@ -51,12 +55,12 @@ os.environ.setdefault("TICDC_DELTA_CACHE", str(ROOT / ".cache"))
 import fastavro  # noqa: E402
 import orjson  # noqa: E402
 
-from benchmarks import streams, tables  # noqa: E402
+from benchmarks import freshness, streams, tables  # noqa: E402
 from ticdc_delta.schema_cache.events import RawMessage  # noqa: E402
 
 ENGINE_PARTITIONS = 4  # an even share per core of the 2-core machine
 SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory", "engines", "snapshot", "history",
-            "tables")
+            "tables", "freshness")
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -739,6 +743,7 @@ def main() -> int:
     )
     parser.add_argument("--features-files", type=int, default=8, help="data files per table in the features section")
     tables.add_arguments(parser)
+    freshness.add_arguments(parser)
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
     args = parser.parse_args()
     args.spark_conf = dict(item.split("=", 1) for item in args.spark_conf)
@@ -759,12 +764,13 @@ def main() -> int:
 
     use_resolvable_kafka_source()
     with tempfile.TemporaryDirectory(prefix="ticdc-bench-") as work:
-        lake = Lake(Path(work), packages=(kafka_source_package(),) if {"handwritten", "engines", "tables"} & set(only) else ())
+        lake = Lake(Path(work), packages=(kafka_source_package(),) if {"handwritten", "engines", "tables", "freshness"} & set(only) else ())
         try:
             for name in spark_sections:
                 {"e2e": bench_e2e, "handwritten": bench_handwritten, "table-size": bench_table_size, "features": bench_features,
                  "memory": bench_memory, "engines": bench_engines, "snapshot": bench_snapshot,
-                 "history": bench_history, "tables": tables.bench_tables}[name](args, lake)
+                 "history": bench_history, "tables": tables.bench_tables,
+                 "freshness": freshness.bench_freshness}[name](args, lake)
         finally:
             lake.close()
     return 0

@@ -9,6 +9,11 @@ the marginal cost per touched table, the job's wall time and what it spends outs
 memory (Python + JVM). Every table is then compared with the stream's model, row by row. `--table-serial` adds
 the same runs with `run.apply_concurrency = 1` (tables one after another), the way to see what overlapping
 them gains in one run of this script.
+
+The floor: per N, the same rows merged by bare Delta MERGE statements (each table's final rows into a table
+holding one row), up to the job's concurrency at once on sessions of their own, in this script's warm session:
+what N tables' commits cost here without the product (no history read, no job tables, no decoding). Its
+marginal cost per table is the floor the product's marginal cost is held against.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 
@@ -104,6 +111,32 @@ def _check(spark, target: Path, stream: streams.Stream) -> None:
             raise AssertionError(f"tables {chunk[0]}..{chunk[-1]}: {missing} model rows missing, {extra} rows not in the model")
 
 
+def _floor(spark, work: Path, stream: streams.Stream, concurrency: int) -> float:
+    """Seconds to MERGE each table's final rows of `stream` into a Delta table of one row, `concurrency` tables
+    at once, each thread on a session of its own (as the job's table pool)."""
+    stream = _by_table(stream)
+    tables = sorted(stream.rows)
+    paths = [work / f"floor-{int(time.time() * 1000)}" / d / t for d, t in tables]
+    for path in paths:
+        spark.sql(f"CREATE TABLE delta.`{path}` ({streams.SPARK_SCHEMA}) USING DELTA")
+        spark.sql(f"INSERT INTO delta.`{path}` SELECT {_FIRST_KEYS}, 'first', 1.00, 1, "
+                  "TIMESTAMP_NTZ'2026-01-01 09:00:00', TIMESTAMP'2026-01-01 09:00:00', ''")
+    local = threading.local()
+
+    def merge(item) -> None:
+        table, path = item
+        session = getattr(local, "session", None) or spark.newSession()
+        local.session = session
+        session.createDataFrame(list(stream.rows[table].values()), streams.SPARK_SCHEMA).createOrReplaceTempView("s")
+        session.sql(f"MERGE INTO delta.`{path}` AS t USING s ON t.id = s.id "
+                    "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(merge, zip(tables, paths, strict=True)))
+    return time.perf_counter() - began
+
+
 def bench_tables(args, lake) -> None:
     from benchmarks.bench import section
 
@@ -119,6 +152,7 @@ def bench_tables(args, lake) -> None:
         work = Path(scratch)
         for engine, concurrency, label in configurations:
             batches: dict[int, float] = {}
+            floors: dict[int, float] = {}
             for n in counts:
                 topic, target = f"tables-{engine}-{concurrency}-{n}", work / f"lake-{engine}-{concurrency}-{n}"
                 first = _one_row_each(n)
@@ -130,14 +164,21 @@ def bench_tables(args, lake) -> None:
                 run = _job(lake, topic, topic, target, engine, concurrency, work)
                 idle = _job(lake, topic, topic, target, engine, concurrency, work)
                 _check(lake.spark, target, _merged(first, stream))
+                if not floors:
+                    _floor(lake.spark, work, stream, concurrency)  # warms the session's code paths up
+                floors[n] = _floor(lake.spark, work, stream, concurrency)
                 batches[n] = run["batch"]
                 base = batches.get(counts[0])
                 marginal = (run["batch"] - base) / (n - counts[0]) if n != counts[0] else float("nan")
+                floor = (floors[n] - floors[counts[0]]) / (n - counts[0]) if n != counts[0] else float("nan")
                 print(f"  {engine} engine{label}, {n:>4} tables: batch {run['batch']:6.1f}s "
                       f"({run['batch'] / base:5.2f}x N={counts[0]}), per touched table "
                       f"{marginal:6.3f}s; job {run['wall']:6.1f}s, outside the batch {run['wall'] - run['batch']:5.1f}s "
                       f"(Spark up at {run['spark_up']:4.1f}s); nothing-new run {idle['wall']:5.1f}s; "
                       f"peak {run['peak']:6,.0f} MiB; tables equal upstream", flush=True)
+                print(f"      floor: bare MERGEs of the same rows {floors[n]:5.1f}s, per table {floor:6.3f}s "
+                      f"(the job's per touched table {marginal / floor if n != counts[0] else float('nan'):4.2f}x it)",
+                      flush=True)
                 print("      the batch's phases (threads' seconds add up): "
                       + ", ".join(f"{k} {v:.1f}s" for k, v in run["phases"].items()), flush=True)
 
@@ -165,7 +206,13 @@ def _one_row_each(tables: int) -> streams.Stream:
 
 def _merged(first: streams.Stream, then: streams.Stream) -> streams.Stream:
     """The model after `first` then `then`, whose keys are apart."""
-    if then.rows and not isinstance(next(iter(then.rows)), tuple):
-        then = streams.Stream([], {streams.TABLE: then.rows}, then.row_events, then.partitions)  # one table
+    then = _by_table(then)
     rows = {table: {**first.rows.get(table, {}), **then.rows.get(table, {})} for table in {*first.rows, *then.rows}}
     return streams.Stream([], rows, first.row_events + then.row_events, first.partitions)
+
+
+def _by_table(stream: streams.Stream) -> streams.Stream:
+    """`stream` with its rows per table (a one-table stream keeps them per key)."""
+    if stream.rows and not isinstance(next(iter(stream.rows)), tuple):
+        return streams.Stream(stream.messages, {streams.TABLE: stream.rows}, stream.row_events, stream.partitions)
+    return stream
