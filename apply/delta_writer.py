@@ -41,6 +41,15 @@ def _source_column(i: int) -> str:
 
 # Spark types a DataFrame cannot carry from Python values: the source column
 # holds another type and the statement converts it.
+# A MERGE of rows held in memory: its source is a literal part of the plan, so Delta need not copy it
+# aside first (its guard against a source that changes between the MERGE's two passes). A small one is
+# joined by broadcast with nothing for adaptive execution to re-plan, which would run each of the MERGE's
+# query stages as a Spark job of its own: a small MERGE then takes half the jobs (12 -> 5, measured with
+# Delta 4.4), most of its cost when many tables each take a few rows.
+_IN_MEMORY_SOURCE = {"spark.databricks.delta.merge.materializeSource": "none"}
+_SMALL_IN_MEMORY_SOURCE = {**_IN_MEMORY_SOURCE, "spark.sql.adaptive.enabled": "false"}
+_SMALL_SOURCE_ROWS = 10_000
+
 _SOURCE_FORMS = {"VARIANT": ("STRING", "parse_json({})")}
 
 
@@ -397,6 +406,8 @@ class DeltaWriter:
         with ExitStack() as scope:
             with self._times.phase("source_build"):
                 if isinstance(source, SourceRows):
+                    small = len(source.rows) <= _SMALL_SOURCE_ROWS
+                    scope.enter_context(self._sql.settings(_SMALL_IN_MEMORY_SOURCE if small else _IN_MEMORY_SOURCE))
                     view = scope.enter_context(self._sql.view(source.rows, schema))
                 else:
                     view = scope.enter_context(self._sql.frame_view(source.frame))

@@ -32,7 +32,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -242,6 +242,22 @@ class SqlSession:
                     what or "write", type(err).__name__, attempt, _CONFLICT_ATTEMPTS, delay,
                 )
                 self._sleep(delay)
+
+    @contextmanager
+    def settings(self, settings: Mapping[str, str]) -> Iterator[None]:
+        """The session's `settings` for the duration of the block; what they were is restored after it."""
+        with self._lock:
+            before = {key: self.spark.conf.get(key, None) for key in settings}
+            for key, value in settings.items():
+                self.spark.conf.set(key, value)
+            try:
+                yield
+            finally:
+                for key, value in before.items():
+                    if value is None:
+                        self.spark.conf.unset(key)
+                    else:
+                        self.spark.conf.set(key, value)
 
     @contextmanager
     def _tagged(self, tags: CommitTags | None) -> Iterator[None]:

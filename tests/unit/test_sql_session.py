@@ -33,6 +33,9 @@ class _Conf:
     def unset(self, key: str) -> None:
         del self.values[key]
 
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
 
 class _Session:
     """Only what `run` touches: the configuration tags are set on."""
@@ -103,3 +106,13 @@ def test_the_write_guard_is_asked_before_every_attempt_and_can_refuse_the_write(
     assert "checkpoint" not in ran
     sql.run_unguarded(lambda: ran.append("lease"))
     assert ran[-1] == "lease"
+
+
+def test_settings_hold_for_their_block_and_what_the_session_had_comes_back_even_after_a_failure():
+    session = _Session()
+    session.conf.values["spark.sql.adaptive.enabled"] = "true"  # the user's own
+    sql = SqlSession(session)
+    with pytest.raises(RuntimeError), sql.settings({"spark.sql.adaptive.enabled": "false", "x.materialize": "none"}):
+        assert session.conf.values == {"spark.sql.adaptive.enabled": "false", "x.materialize": "none"}
+        raise RuntimeError("the statement failed")
+    assert session.conf.values == {"spark.sql.adaptive.enabled": "true"}
