@@ -56,6 +56,7 @@ import fastavro  # noqa: E402
 import orjson  # noqa: E402
 
 from benchmarks import freshness, streams, tables  # noqa: E402
+from benchmarks.measure import descendants, load, rss_kib, section  # noqa: E402
 from ticdc_delta.schema_cache.events import RawMessage  # noqa: E402
 
 ENGINE_PARTITIONS = 4  # an even share per core of the 2-core machine
@@ -91,15 +92,6 @@ def ratio(a: list[float], b: list[float]) -> str:
 
 def row(what: str, ours: list[float], theirs: list[float], target: str) -> None:
     print(f"  {what:<58} {ratio(ours, theirs):>16}   target {target}")
-
-
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
-
-
-def section(title: str) -> None:
-    print(f"\n== {title} ({load()})", flush=True)
 
 
 def messages_of(stream: streams.Stream, topic: str = "bench") -> list[RawMessage]:
@@ -524,31 +516,6 @@ def bench_features(args, lake: Lake) -> None:
 # --- memory ----------------------------------------------------------------------------------
 
 
-def _rss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError):
-        pass
-    return 0
-
-
-def _descendants(pid: int) -> list[int]:
-    found, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        try:
-            with open(f"/proc/{current}/task/{current}/children") as children:
-                kids = [int(c) for c in children.read().split()]
-        except (FileNotFoundError, ProcessLookupError, ValueError):
-            continue
-        found.extend(kids)
-        stack.extend(kids)
-    return found
-
-
 def peak_rss_of_job(
     lake: Lake, topic: str, work: Path, spark_conf: dict[str, str]
 ) -> tuple[float, float, float, float]:
@@ -570,8 +537,8 @@ def peak_rss_of_job(
     )
     peak = python = jvm = 0
     while process.poll() is None:
-        mine = _rss_kib(process.pid)
-        children = sum(_rss_kib(c) for c in _descendants(process.pid))
+        mine = rss_kib(process.pid)
+        children = sum(rss_kib(c) for c in descendants(process.pid))
         peak, python, jvm = max(peak, mine + children), max(python, mine), max(jvm, children)
         time.sleep(0.2)
     if process.returncode != 0:

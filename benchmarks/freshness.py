@@ -32,6 +32,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from benchmarks import streams
+from benchmarks.measure import section
+from benchmarks.tables import check_tables, job_run, merged, one_row_each
 
 ROOT = Path(__file__).resolve().parent.parent
 _PARTITIONS = 3
@@ -154,8 +156,6 @@ def _percentile(values: list[float], share: float) -> float:
 def bench_freshness(args, lake) -> None:
     from confluent_kafka import Producer
 
-    from benchmarks.bench import section
-    from benchmarks.tables import _check, _job, _one_row_each
     from testbed.produce import ensure_topic
 
     rate, n_tables, seconds, engine = args.fresh_rate, args.fresh_tables, args.fresh_seconds, args.fresh_engine
@@ -166,9 +166,9 @@ def bench_freshness(args, lake) -> None:
         work = Path(scratch)
         topic, target = f"fresh-{engine}-{n_tables}-{int(time.time())}", work / "lake"
         upstream = Upstream(n_tables)
-        first = _one_row_each(n_tables)  # creates the tables (keys above the measured stream's)
+        first = one_row_each(n_tables)  # creates the tables (keys above the measured stream's)
         lake.publish(topic, first)
-        _job(lake, topic, topic, target, engine, args.fresh_concurrency, work)
+        job_run(lake, topic, topic, target, engine, args.fresh_concurrency, work)
         ensure_topic(lake.broker.bootstrap_servers, topic, _PARTITIONS)
         producer = Producer({"bootstrap.servers": lake.broker.bootstrap_servers, "linger.ms": 5,
                              "enable.idempotence": True})
@@ -239,7 +239,7 @@ def bench_freshness(args, lake) -> None:
         job.send_signal(signal.SIGTERM)
         if job.wait(timeout=300) != 0:
             raise RuntimeError(f"the continuous job exited with {job.returncode} when stopped; see {log}")
-        _check(lake.spark, target, _with_first(first, upstream.model()))
+        check_tables(lake.spark, target, merged(first, upstream.model()))
 
         commits = _commit_times(lake.spark, target, upstream.tables)
         minutes: dict[int, list[float]] = defaultdict(list)
@@ -277,7 +277,3 @@ def bench_freshness(args, lake) -> None:
                   "(threads' seconds add up): " + ", ".join(f"{k} {v:.1f}s" for k, v in phases.items()), flush=True)
 
 
-def _with_first(first: streams.Stream, then: streams.Stream) -> streams.Stream:
-    from benchmarks.tables import _merged
-
-    return _merged(first, then)

@@ -32,6 +32,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from benchmarks import streams
+from benchmarks.measure import descendants, rss_kib, section
 
 ROOT = Path(__file__).resolve().parent.parent
 _LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (\w+) (\S+): (.*)$")
@@ -46,10 +47,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--table-serial", action="store_true", help="also run each with run.apply_concurrency = 1")
 
 
-def _job(lake, topic: str, group: str, target: Path, engine: str, concurrency: int, work: Path) -> dict:
+def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency: int, work: Path) -> dict:
     """`ticdc-delta run` as a process: wall seconds, peak MiB of its process tree, what its log says."""
-    from benchmarks.bench import _descendants, _rss_kib
-
     config = work / f"{group}.toml"
     config.write_text(
         f'[kafka]\nbootstrap_servers = "{lake.broker.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "{group}"\n'
@@ -67,7 +66,7 @@ def _job(lake, topic: str, group: str, target: Path, engine: str, concurrency: i
         )
         peak = 0
         while process.poll() is None:
-            peak = max(peak, _rss_kib(process.pid) + sum(_rss_kib(c) for c in _descendants(process.pid)))
+            peak = max(peak, rss_kib(process.pid) + sum(rss_kib(c) for c in descendants(process.pid)))
             time.sleep(0.2)
     wall = time.perf_counter() - began
     if process.returncode != 0:
@@ -89,7 +88,7 @@ def _job(lake, topic: str, group: str, target: Path, engine: str, concurrency: i
     return {"wall": wall, "peak": peak / 1024, "batch": batch, "spark_up": spark_up, "phases": phases}
 
 
-def _check(spark, target: Path, stream: streams.Stream) -> None:
+def check_tables(spark, target: Path, stream: streams.Stream) -> None:
     """Every table of `target` equals the stream's model of it (rows and values); raises if not. Compared by
     Spark both ways (`exceptAll`), a hundred tables at a time."""
     from functools import reduce
@@ -114,7 +113,7 @@ def _check(spark, target: Path, stream: streams.Stream) -> None:
 def _floor(spark, work: Path, stream: streams.Stream, concurrency: int) -> float:
     """Seconds to MERGE each table's final rows of `stream` into a Delta table of one row, `concurrency` tables
     at once, each thread on a session of its own (as the job's table pool)."""
-    stream = _by_table(stream)
+    stream = by_table(stream)
     tables = sorted(stream.rows)
     paths = [work / f"floor-{int(time.time() * 1000)}" / d / t for d, t in tables]
     for path in paths:
@@ -138,8 +137,6 @@ def _floor(spark, work: Path, stream: streams.Stream, concurrency: int) -> float
 
 
 def bench_tables(args, lake) -> None:
-    from benchmarks.bench import section
-
     counts = [int(n) for n in args.table_counts.split(",") if n.strip()]
     engines = [e.strip() for e in args.table_engines.split(",") if e.strip()]
     events = args.table_events
@@ -155,15 +152,15 @@ def bench_tables(args, lake) -> None:
             floors: dict[int, float] = {}
             for n in counts:
                 topic, target = f"tables-{engine}-{concurrency}-{n}", work / f"lake-{engine}-{concurrency}-{n}"
-                first = _one_row_each(n)
+                first = one_row_each(n)
                 stream = streams.build(events, max(events // 10, n), tables=n, partitions=_PARTITIONS, seed=12,
                                        first_commit_ts=streams.FIRST_COMMIT_TS << 1)
                 lake.publish(topic, first)
-                _job(lake, topic, topic, target, engine, concurrency, work)
+                job_run(lake, topic, topic, target, engine, concurrency, work)
                 lake.publish(topic, stream)
-                run = _job(lake, topic, topic, target, engine, concurrency, work)
-                idle = _job(lake, topic, topic, target, engine, concurrency, work)
-                _check(lake.spark, target, _merged(first, stream))
+                run = job_run(lake, topic, topic, target, engine, concurrency, work)
+                idle = job_run(lake, topic, topic, target, engine, concurrency, work)
+                check_tables(lake.spark, target, merged(first, stream))
                 if not floors:
                     _floor(lake.spark, work, stream, concurrency)  # warms the session's code paths up
                 floors[n] = _floor(lake.spark, work, stream, concurrency)
@@ -183,7 +180,7 @@ def bench_tables(args, lake) -> None:
                       + ", ".join(f"{k} {v:.1f}s" for k, v in run["phases"].items()), flush=True)
 
 
-def _one_row_each(tables: int) -> streams.Stream:
+def one_row_each(tables: int) -> streams.Stream:
     """A stream that creates the tables: one insert each, keys above the measured stream's, an early commitTs."""
     from testbed.encoders.simple import SimpleJsonWriter
     from testbed.tables import table_schema, timestamp
@@ -204,14 +201,14 @@ def _one_row_each(tables: int) -> streams.Stream:
     return streams.Stream(out, rows, tables, _PARTITIONS)
 
 
-def _merged(first: streams.Stream, then: streams.Stream) -> streams.Stream:
+def merged(first: streams.Stream, then: streams.Stream) -> streams.Stream:
     """The model after `first` then `then`, whose keys are apart."""
-    then = _by_table(then)
+    then = by_table(then)
     rows = {table: {**first.rows.get(table, {}), **then.rows.get(table, {})} for table in {*first.rows, *then.rows}}
     return streams.Stream([], rows, first.row_events + then.row_events, first.partitions)
 
 
-def _by_table(stream: streams.Stream) -> streams.Stream:
+def by_table(stream: streams.Stream) -> streams.Stream:
     """`stream` with its rows per table (a one-table stream keeps them per key)."""
     if stream.rows and not isinstance(next(iter(stream.rows)), tuple):
         return streams.Stream(stream.messages, {streams.TABLE: stream.rows}, stream.row_events, stream.partitions)
