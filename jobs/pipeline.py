@@ -109,7 +109,8 @@ class Pipeline:
         self._stop = stop or threading.Event()
         self._gate: Gate | None = None
         self._batch = 0
-        self._saved: tuple | None = None
+        self._saved: tuple | None = None  # (offsets, watermarks) this run last saved
+        self._resumed: tuple | None = None  # those of the checkpoint it began from
         self._metrics = metrics or MetricsRecorder(None, config.metrics.flush_seconds)
         self._progress = progress
         if progress is not None:
@@ -219,6 +220,7 @@ class Pipeline:
         self._gate = self._gate_factory(self._decoder.ordering, partitions)
         if checkpoint is not None:
             self._gate.restore(checkpoint.watermarks)
+            self._resumed = (dict(checkpoint.offsets), dict(checkpoint.watermarks))
         self._committed = self._source.next_offsets()
         self._note_applied(self._gate.watermarks(), [])  # a restored gate: applied by earlier runs
         if self._progress is not None:
@@ -360,6 +362,13 @@ class Pipeline:
         offsets = self._committable_offsets()
         watermarks = self._gate.safe_watermarks(offsets)
         if (offsets, watermarks) == self._saved and not summary:
+            return
+        if (offsets, watermarks) == self._resumed and not summary and self._saved is None:
+            # Nothing new since the checkpoint this run began from (a run with nothing to read): no checkpoint
+            # of the same, a Delta commit; Kafka is told again (a crash may have come between the two).
+            with self._times.phase("kafka_commit"):
+                self._source.commit(offsets)
+            self._saved, self._committed = (offsets, watermarks), offsets
             return
         if self._decoder.ordering is Ordering.COMMIT_TS:
             # What a restart from these offsets reads is after every partition's watermark here (none yet: 0).

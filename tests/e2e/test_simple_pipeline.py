@@ -11,6 +11,7 @@ from testbed.demo import demo_changefeed
 from testbed.tables import column
 from tests.support import assert_table, publish, run_job, spark_variant, staged_rows, table_frame, table_version
 from tests.workloads import DDL_EVOLUTION_TABLES, DEMO_TABLE_DDLS, ITEMS_DDL, ddl_evolution, item, items_feed
+from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.exceptions import DecodeError
 
 pytestmark = pytest.mark.e2e
@@ -234,8 +235,10 @@ def test_a_batch_slower_than_the_idle_timeout_does_not_end_the_drain(spark, kafk
 
 @pytest.mark.both_pairs("the MERGE, DDL, checkpoint and replay statements of a whole run, on each Spark/Delta pair")
 def test_restart_resumes_where_the_last_run_committed(spark, kafka, tmp_path, unique):
-    # Setup: the demo stream (two tables, ALTER, key changes) split in two; a run after each half.
-    # Expect: the second run reads only the second half (no replays) and the tables match.
+    # Setup: the demo stream (two tables, ALTER, key changes) split in two; a run after each half, then a run
+    # with nothing new to read.
+    # Expect: the second run reads only the second half (no replays) and the tables match; the third saves
+    # no checkpoint (nothing changed since the one it began from: no commit to the checkpoints table).
     feed = demo_changefeed(seed=3, changes=240)
     half = len(feed.messages) // 2
     topic, target, group = f"restart-{unique}", str(tmp_path), f"g-{unique}"
@@ -249,6 +252,11 @@ def test_restart_resumes_where_the_last_run_committed(spark, kafka, tmp_path, un
     assert second.replays_skipped == 0
     for table, ddl in DEMO_TABLE_DDLS.items():
         assert_table(spark, target, feed, "shop", table, ddl)
+    checkpoints = f"delta.`{PathLocator(target).internal_path('checkpoints')}`"
+    saved = spark.sql(f"DESCRIBE HISTORY {checkpoints} LIMIT 1").collect()[0]["version"]
+    third = run_job(spark, kafka, topic, target, group)
+    assert third.messages == 0
+    assert spark.sql(f"DESCRIBE HISTORY {checkpoints} LIMIT 1").collect()[0]["version"] == saved
 
 
 @pytest.mark.both_pairs("the MERGE, DDL, checkpoint and replay statements of a whole run, on each Spark/Delta pair")
