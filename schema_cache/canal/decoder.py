@@ -52,12 +52,12 @@ def canal_value(column: ColumnCodec, context: ValueContext) -> Converter:
     return convert
 
 
+# Decoders made without options (tests, tools) read TiCDC's output with its extension.
+_WITH_EXTENSION = CanalJsonOptions(enable_tidb_extension=True)
+
+
 class CanalJsonDecoder(SelfDescribing):
-    def __init__(
-        self,
-        options: CanalJsonOptions = CanalJsonOptions(enable_tidb_extension=True),
-        types: TypeOptions = DEFAULT_OPTIONS,
-    ) -> None:
+    def __init__(self, options: CanalJsonOptions = _WITH_EXTENSION, types: TypeOptions = DEFAULT_OPTIONS) -> None:
         # Without the extension there is no commitTs and no watermark: offset order.
         self.ordering = options.ordering
         self._context = ValueContext(types, options.timestamp_zone)

@@ -75,14 +75,13 @@ def parse_table_ids(text: str) -> list[events.TableName]:
     return ids
 
 
+# Decoders made without options (tests, tools) read TiCDC's output with its extension.
+_WITH_EXTENSION = DebeziumOptions(enable_tidb_extension=True)
+
+
 class DebeziumDecoder(Parking):
-    def __init__(
-        self,
-        options: DebeziumOptions = DebeziumOptions(enable_tidb_extension=True),
-        types: TypeOptions = DEFAULT_OPTIONS,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, options: DebeziumOptions = _WITH_EXTENSION, types: TypeOptions = DEFAULT_OPTIONS, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.ordering = options.ordering
         self._context = ValueContext(types)
         wait = options.schema_wait_seconds
