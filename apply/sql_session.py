@@ -245,11 +245,20 @@ class SqlSession:
 
     @contextmanager
     def settings(self, settings: Mapping[str, str]) -> Iterator[None]:
-        """The session's `settings` for the duration of the block; what they were is restored after it."""
+        """The session's `settings` for the duration of the block; what they were is restored after it.
+
+        For settings that only make a statement cheaper: one the runtime does not let a session change
+        (Databricks serverless allows few) is left as it is."""
         with self._lock:
-            before = {key: self.spark.conf.get(key, None) for key in settings}
+            before = {}
             for key, value in settings.items():
-                self.spark.conf.set(key, value)
+                try:
+                    current = self.spark.conf.get(key, None)
+                    self.spark.conf.set(key, value)
+                except Exception as err:  # noqa: BLE001 - the runtime's refusal; the statement runs as it would
+                    log.debug("session setting %s left as it is: %s", key, err)
+                    continue
+                before[key] = current
             try:
                 yield
             finally:

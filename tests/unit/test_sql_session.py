@@ -116,3 +116,20 @@ def test_settings_hold_for_their_block_and_what_the_session_had_comes_back_even_
         assert session.conf.values == {"spark.sql.adaptive.enabled": "false", "x.materialize": "none"}
         raise RuntimeError("the statement failed")
     assert session.conf.values == {"spark.sql.adaptive.enabled": "true"}
+
+
+def test_a_setting_the_runtime_refuses_is_left_as_it_is_and_the_others_still_apply():
+    session = _Session()
+    refused = "spark.sql.adaptive.enabled"
+    original_set = session.conf.set
+
+    def set_unless_refused(key: str, value: str) -> None:
+        if key == refused:
+            raise RuntimeError(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available")
+        original_set(key, value)
+
+    session.conf.set = set_unless_refused
+    sql = SqlSession(session)
+    with sql.settings({refused: "false", "x.materialize": "none"}):
+        assert session.conf.values == {"x.materialize": "none"}
+    assert session.conf.values == {}
