@@ -39,17 +39,17 @@ def _source_column(i: int) -> str:
     return f"c{i}"
 
 
-# Spark types a DataFrame cannot carry from Python values: the source column
-# holds another type and the statement converts it.
 # A MERGE of rows held in memory: its source is a literal part of the plan, so Delta need not copy it
 # aside first (its guard against a source that changes between the MERGE's two passes). A small one is
 # joined by broadcast with nothing for adaptive execution to re-plan, which would run each of the MERGE's
-# query stages as a Spark job of its own: a small MERGE then takes half the jobs (12 -> 5, measured with
-# Delta 4.4), most of its cost when many tables each take a few rows.
+# query stages as a Spark job of its own: a small MERGE then takes 5 Spark jobs, not 12 (Delta 4.4), as a batch
+# over many tables makes many (docs/performance.md: on two busy cores their CPU, more than their number, costs).
 _IN_MEMORY_SOURCE = {"spark.databricks.delta.merge.materializeSource": "none"}
 _SMALL_IN_MEMORY_SOURCE = {**_IN_MEMORY_SOURCE, "spark.sql.adaptive.enabled": "false"}
 _SMALL_SOURCE_ROWS = 10_000
 
+# Spark types a DataFrame cannot carry from Python values: the source column
+# holds another type and the statement converts it.
 _SOURCE_FORMS = {"VARIANT": ("STRING", "parse_json({})")}
 
 
