@@ -28,7 +28,6 @@ import threading
 import time
 from bisect import bisect_left
 from collections import defaultdict
-from decimal import Decimal
 from pathlib import Path
 
 from benchmarks import streams
@@ -79,28 +78,13 @@ class Upstream:
         return self._last_ts
 
     def transaction(self) -> list[tuple[int, bytes]]:
-        from testbed.tables import timestamp
-
         commit_ts, out, keys = self._tso(), [], set()
         while len(keys) < _TXN_ROWS:
             keys.add(self._rng.randrange(self._keys))
         for key in sorted(keys):
             n, self._n = self._n, self._n + 1
             table = key % len(self.tables)
-            schema = self._schemas[table]
-            row = {"id": key, "name": f"name-{key}-{n}", "amount": Decimal(self._rng.randrange(10**8)) / 100,
-                   "qty": self._rng.randrange(1000), "at": f"2026-01-01 10:00:{n % 60:02d}.{n % 1_000_000:06d}",
-                   "ts": timestamp(f"2026-01-01 10:00:{n % 60:02d}.{n % 1000:03d}"), "note": "x" * self._rng.randrange(40)}
-            old = self._live.get(key)
-            if old is None:
-                value = self._writer.insert(schema, commit_ts, row)
-                self._live[key] = row
-            elif self._rng.random() < 0.1:
-                value = self._writer.delete(schema, commit_ts, old)
-                del self._live[key]
-            else:
-                value = self._writer.update(schema, commit_ts, old, row)
-                self._live[key] = row
+            value = streams.change(self._rng, self._writer, self._schemas[table], self._live, key, n, commit_ts)
             out.append((key % _PARTITIONS, value))
             self.changes[self.tables[table]].append(commit_ts)
         return out

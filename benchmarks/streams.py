@@ -58,6 +58,29 @@ def _delta_row(row: dict) -> tuple:
     return (row["id"], row["name"], row["amount"], row["qty"], at, ts, row["note"])
 
 
+def change(rng: random.Random, writer, schema: dict, live: dict[int, dict], key: int, n: int, commit_ts: int) -> bytes:
+    """The `n`-th row event of a stream, on `key`: an insert if `live` lacks it, else a delete one time in ten or
+    an update; `live` (key -> its row upstream) follows."""
+    row = {
+        "id": key,
+        "name": f"name-{key}-{n}",
+        "amount": Decimal(rng.randrange(10**8)) / 100,
+        "qty": rng.randrange(1000),
+        "at": f"2026-01-01 10:00:{n % 60:02d}.{n % 1_000_000:06d}",
+        "ts": timestamp(f"2026-01-01 10:00:{n % 60:02d}.{n % 1000:03d}"),
+        "note": "x" * rng.randrange(40),
+    }
+    old = live.get(key)
+    if old is None:
+        live[key] = row
+        return writer.insert(schema, commit_ts, row)
+    if rng.random() < 0.1:
+        del live[key]
+        return writer.delete(schema, commit_ts, old)
+    live[key] = row
+    return writer.update(schema, commit_ts, old, row)
+
+
 def build(
     events: int, keys: int, *, encoding: str = "json", seed: int = 1, lagging_partition: int | None = None,
     partitions: int = PARTITIONS, tables: int = 1, first_commit_ts: int = FIRST_COMMIT_TS,
@@ -88,27 +111,7 @@ def build(
         while key in in_txn and len(in_txn) < keys:
             key = rng.randrange(keys)  # TiDB reports one change per row and transaction
         in_txn.add(key)
-        schema = schemas[key % tables]
-        row = {
-            "id": key,
-            "name": f"name-{key}-{n}",
-            "amount": Decimal(rng.randrange(10**8)) / 100,
-            "qty": rng.randrange(1000),
-            "at": f"2026-01-01 10:00:{n % 60:02d}.{n % 1_000_000:06d}",
-            "ts": timestamp(f"2026-01-01 10:00:{n % 60:02d}.{n % 1000:03d}"),
-            "note": "x" * rng.randrange(40),
-        }
-        old = live.get(key)
-        if old is None:
-            value = writer.insert(schema, commit_ts, row)
-            live[key] = row
-        elif rng.random() < 0.1:
-            value = writer.delete(schema, commit_ts, old)
-            del live[key]
-        else:
-            value = writer.update(schema, commit_ts, old, row)
-            live[key] = row
-        out.append((key % partitions, value))
+        out.append((key % partitions, change(rng, writer, schemas[key % tables], live, key, n, commit_ts)))
     out.extend(watermark(commit_ts, final=True))
     if tables == 1:
         return Stream(out, {k: _delta_row(r) for k, r in live.items()}, events, partitions)
