@@ -32,7 +32,7 @@ from pathlib import Path
 
 from benchmarks import streams
 from benchmarks.measure import section
-from benchmarks.tables import check_tables, job_run, merged, one_row_each
+from benchmarks.tables import check_tables, job_config, job_run, merged, one_row_each
 
 ROOT = Path(__file__).resolve().parent.parent
 _PARTITIONS = 3
@@ -164,13 +164,8 @@ def bench_freshness(args, lake) -> None:
 
         send(upstream.bootstraps())
         producer.flush()
-        config = work / "continuous.toml"
-        config.write_text(
-            f'[kafka]\nbootstrap_servers = "{lake.broker.bootstrap_servers}"\ntopics = ["{topic}"]\n'
-            f'group_id = "{topic}"\n[target]\npath = "{target}"\n'
-            f'[run]\nengine = "{engine}"\nbatch_max_seconds = {args.fresh_batch_seconds}\n'
-            f"apply_concurrency = {args.fresh_concurrency}\n"
-        )
+        config = job_config(lake, topic, topic, target, work, engine=engine,
+                            batch_max_seconds=args.fresh_batch_seconds, apply_concurrency=args.fresh_concurrency)
         log = work / "continuous.log"
         with open(log, "wb") as out:
             job = subprocess.Popen(

@@ -47,15 +47,20 @@ def add_arguments(parser) -> None:
     parser.add_argument("--table-serial", action="store_true", help="also run each with run.apply_concurrency = 1")
 
 
-def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency: int, work: Path) -> dict:
-    """`ticdc-delta run` as a process: wall seconds, peak MiB of its process tree, what its log says."""
+def job_config(lake, topic: str, group: str, target: Path, work: Path, **run: object) -> Path:
+    """A job's configuration file: `topic` read by `group` into `target`, with `run` as its [run] section."""
     config = work / f"{group}.toml"
     config.write_text(
         f'[kafka]\nbootstrap_servers = "{lake.broker.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "{group}"\n'
-        f'[target]\npath = "{target}"\n'
-        f'[run]\nengine = "{engine}"\nbatch_max_messages = 10000000\nbatch_max_seconds = 600\n'
-        f"apply_concurrency = {concurrency}\n"
+        f'[target]\npath = "{target}"\n[run]\n' + "".join(f"{key} = {json.dumps(value)}\n" for key, value in run.items())
     )
+    return config
+
+
+def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency: int, work: Path) -> dict:
+    """`ticdc-delta run` as a process: wall seconds, peak MiB of its process tree, what its log says."""
+    config = job_config(lake, topic, group, target, work, engine=engine, batch_max_messages=10_000_000,
+                        batch_max_seconds=600, apply_concurrency=concurrency)
     log = work / f"{group}-{int(time.time() * 1000)}.log"
     began_at = dt.datetime.now()
     began = time.perf_counter()
