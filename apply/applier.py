@@ -134,6 +134,11 @@ class Applier:
         """Stop the threads of the table pool (the applier takes no more batches)."""
         self._pool.close()
 
+    def clean_up(self) -> None:
+        """Delete the folders of tables dropped (or not taken back) in applied batches: call once a
+        checkpoint covers them, so no replay reads them."""
+        self._writer.clean_up()
+
     def apply(
         self, events: Sequence[Event | TableChanges], watermarks: Mapping[str, int],
         holds: Mapping[TableName, int] | None = None,

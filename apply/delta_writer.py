@@ -201,12 +201,16 @@ class DeltaWriter:
         return twin
 
     def _name(self, table: TableName) -> str:
+        self._locator.load(self._sql)  # where path tables are: read once per process
         return self._locator.sql_name(table)
 
     def progress(self, table: TableName) -> TableProgress:
         """Whether the table exists, and how far its commits say it is applied."""
         with self._times.phase("table_state"):
-            return read_progress(self._sql, self._name(table))
+            name = self._name(table)
+            if self._locator.gone(table):
+                return TableProgress(exists=False)  # its folder, if still there, holds the table that left
+            return read_progress(self._sql, name)
 
     def columns(self, table: TableName) -> list[tuple[str, str]]:
         """(upstream name, Spark type) of the table's current columns."""
@@ -245,11 +249,14 @@ class DeltaWriter:
     def create(self, table: TableName, schema: TableSchema, point: AppliedPoint | None, *, replace: bool,
                note: Mapping[str, object] | None = None) -> None:
         layout = self._created_layout()
-        statement = create_table_sql(
-            self._name(table), layout.delta_schema(schema), replace=replace, properties=layout.create_properties()
-        )
         with self._times.phase("ddl"):
             self._locator.prepare(self._sql, table)
+            # A dropped table not yet cleaned up where this one goes (dropped and created again): replaced
+            # in one commit, as on an object store nothing is deleted in a batch.
+            replace = replace or self._locator.holds_leftover(self._sql, table)
+            statement = create_table_sql(
+                self._name(table), layout.delta_schema(schema), replace=replace, properties=layout.create_properties()
+            )
             self._sql.run(statement, commit_tags(point, note=note), what=f"create {table}")
             self._layouts.pop(table, None)
             self._read_layout(table)  # and says if the new table has features the setting does not want
@@ -472,7 +479,7 @@ class DeltaWriter:
     def drop(self, table: TableName) -> None:
         self._layouts.pop(table, None)
         with self._times.phase("ddl"):
-            # Not a Delta commit (path tables: a directory removed), so no statement's guard asks.
+            # Not a Delta commit of the table (path tables: a registry row), so no statement's guard asks.
             self._sql.check_write(f"drop {table}")
             self._locator.drop(self._sql, table)
 
@@ -482,6 +489,12 @@ class DeltaWriter:
         with self._times.phase("ddl"):
             self._sql.check_write(f"rename {old}")
             self._locator.rename(self._sql, old, new)
+
+    def clean_up(self) -> None:
+        self._sql.check_write("delete the folders of dropped tables")
+        with self._times.phase("table_cleanup"):
+            for path in self._locator.clean_up(self._sql):
+                log.info("deleted %s: no table is there any more", path)
 
 
 def _restructured(

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from pyspark.errors import AnalysisException
 
 from ticdc_delta.apply.identifiers import quote
-from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.spark_errors import error_condition
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.apply.table_features import TableLayout
+
+if TYPE_CHECKING:  # the locator records path tables' folders in one of these tables
+    from ticdc_delta.apply.locator import TableLocator
 
 _ALREADY_THERE = {"TABLE_OR_VIEW_ALREADY_EXISTS", "TABLE_ALREADY_EXISTS", "DELTA_PATH_EXISTS"}
 # Whatever target.table_features says, the product's own tables need no table feature (never renamed,

@@ -1,6 +1,7 @@
-"""Where materialized tables live: directories under a root, or catalog tables.
+"""Where materialized tables live: folders under a root, or catalog tables.
 
-Path mode: `<root>/<database>/<table>` (names encoded by `path_segment`), and
+Path mode: `<root>/<database>/<table>` (names encoded by `path_segment`), unless the table registry
+records another folder for the name (`apply.table_places`: a RENAME or DROP moves no folder), and
 the project's own tables under `<root>/_ticdc/`. Catalog mode:
 `<catalog>.<database>.<table>` (names mapped by `catalog_name`), and the
 project's own tables in `<catalog>.<meta_schema>`.
@@ -8,18 +9,20 @@ project's own tables in `<catalog>.<meta_schema>`.
 
 from __future__ import annotations
 
-import os
-import shutil
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
-from urllib.parse import urlparse
 
 from ticdc_delta.apply.identifiers import catalog_name, path_segment, quote, quote_parts
-from ticdc_delta.exceptions import ApplyError
+from ticdc_delta.apply.table_places import Entry, TablePlaces
+from ticdc_delta.apply.table_registry import append_entries, read_entries
 from ticdc_delta.schema_cache.events import TableName
 
 
 class TableLocator(Protocol):
+    # Path tables' folders as the table registry records them; None where tables are named, not placed.
+    places: TablePlaces | None
+
     def sql_name(self, table: TableName) -> str:
         """A quoted name usable in Spark SQL."""
         ...
@@ -28,8 +31,24 @@ class TableLocator(Protocol):
         """A quoted name for one of the project's own tables (checkpoints, ...)."""
         ...
 
+    def load(self, sql) -> None:
+        """Read where the tables are, once per process, before naming any."""
+        ...
+
+    def record(self, sql, entries: Sequence[Entry]) -> None:
+        """One commit of table registry rows (path tables)."""
+        ...
+
+    def gone(self, table: TableName) -> bool:
+        """The name was dropped or renamed away (what may still be at its place is not it)."""
+        ...
+
     def prepare(self, sql, table: TableName) -> None:
         """Create what must exist before the table can be created."""
+        ...
+
+    def holds_leftover(self, sql, table: TableName) -> bool:
+        """A table no name holds is still where `table` is about to be created (so it is replaced)."""
         ...
 
     def prepare_internal(self, sql) -> None: ...
@@ -43,20 +62,27 @@ class TableLocator(Protocol):
 
     def rename(self, sql, old: TableName, new: TableName) -> None: ...
 
+    def clean_up(self, sql) -> list[str]:
+        """Delete what no table is any more (after a checkpoint: no replay needs it); what was deleted."""
+        ...
 
-def _local_dir(root: str) -> str | None:
-    parsed = urlparse(root)
-    if parsed.scheme in ("", "file"):
-        return os.path.abspath(parsed.path if parsed.scheme else root)
-    return None
+
+def _has_commits(sql, path: str) -> bool:
+    # Its first commit, or once old commits are cleaned up the pointer to its log checkpoint: not the
+    # log folder alone, which another job creating the table makes before it commits.
+    log = path + "/_delta_log/"
+    return sql.path_exists(log + "00000000000000000000.json") or sql.path_exists(log + "_last_checkpoint")
 
 
 @dataclass(frozen=True)
 class PathLocator:
     root: str
+    consumer: str = ""  # who the registry rows it writes are of (every consumer's say where tables are)
+    places: TablePlaces = field(default_factory=TablePlaces, compare=False, repr=False)
+    _registry: dict = field(default_factory=dict, compare=False, repr=False)  # its shape (`table_registry`)
 
     def path(self, table: TableName) -> str:
-        return f"{self.root.rstrip('/')}/{path_segment(table.database)}/{path_segment(table.table)}"
+        return f"{self.root.rstrip('/')}/{self.places.folder(table)}"
 
     def sql_name(self, table: TableName) -> str:
         return f"delta.{quote(self.path(table))}"
@@ -67,47 +93,76 @@ class PathLocator:
     def internal_sql_name(self, name: str) -> str:
         return f"delta.{quote(self.internal_path(name))}"
 
+    def load(self, sql) -> None:
+        if not self.places.loaded:
+            entries, self._registry["shape"] = read_entries(sql, self)
+            self.places.load(entries)
+
+    def record(self, sql, entries: Sequence[Entry]) -> None:
+        self.load(sql)
+        self._registry["shape"] = append_entries(sql, self, self.consumer, entries, self._registry.get("shape"))
+        self.places.record(entries)
+
+    def gone(self, table: TableName) -> bool:
+        return self.places.gone(table)
+
     def prepare(self, sql, table: TableName) -> None:
-        pass  # Delta creates the directory
+        # A name the batch's registration did not cover (dropped and created again within the batch, or
+        # made by a caller without a registry): its folder recorded before the table is made there.
+        self.load(sql)
+        if not self.places.live(table):
+            self.record(sql, [Entry(table, self.places.choose(table), False, self.places.next_seq(), self.consumer)])
+
+    def holds_leftover(self, sql, table: TableName) -> bool:
+        return _has_commits(sql, self.path(table))
 
     def prepare_internal(self, sql) -> None:
         pass
 
     def internal_table_exists(self, sql, name: str) -> bool:
         # A look at the file system: CREATE TABLE IF NOT EXISTS loads the table's snapshot (about 0.3 s
-        # a statement, each run and each of the product's tables). Its first commit, or once old commits
-        # are cleaned up the pointer to its log checkpoint: not the log folder alone, which another job
-        # creating the table makes before it commits.
-        log = self.internal_path(name) + "/_delta_log/"
-        return sql.path_exists(log + "00000000000000000000.json") or sql.path_exists(log + "_last_checkpoint")
-
-    def _local_path(self, table: TableName) -> str:
-        root = _local_dir(self.root)
-        if root is None:
-            raise ApplyError(
-                f"dropping or renaming path tables needs a local target.path, not {self.root!r}; "
-                "use catalog tables (target.catalog) for object stores"
-            )
-        path = os.path.abspath(os.path.join(root, path_segment(table.database), path_segment(table.table)))
-        # path_segment already makes this impossible; checked because a wrong
-        # delete here would be unrecoverable.
-        if os.path.commonpath([root, path]) != root or path == root:
-            raise ApplyError(f"refusing to touch {path!r}: outside target.path {root!r}")
-        return path
+        # a statement, each run and each of the product's tables).
+        return _has_commits(sql, self.internal_path(name))
 
     def drop(self, sql, table: TableName) -> None:
-        shutil.rmtree(self._local_path(table), ignore_errors=True)
+        self.load(sql)
+        self.record(sql, [Entry(table, self.places.folder(table), True, self.places.next_seq(), self.consumer)])
 
     def rename(self, sql, old: TableName, new: TableName) -> None:
-        target = self._local_path(new)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.rename(self._local_path(old), target)
+        self.load(sql)
+        folder, seq = self.places.folder(old), self.places.next_seq()
+        self.record(sql, [Entry(old, folder, True, seq, self.consumer), Entry(new, folder, False, seq, self.consumer)])
+
+    def clean_up(self, sql) -> list[str]:
+        deleted = []
+        for folder in self.places.take_freed():
+            path = f"{self.root.rstrip('/')}/{folder}"
+            if sql.path_exists(path):
+                sql.delete_folder(path)
+                deleted.append(path)
+        return deleted
 
 
 @dataclass(frozen=True)
 class CatalogLocator:
     catalog: str
     meta_schema: str = "_ticdc"
+    places = None  # the catalog says where its tables are
+
+    def load(self, sql) -> None:
+        pass
+
+    def record(self, sql, entries: Sequence[Entry]) -> None:
+        raise NotImplementedError("catalog tables have no folders to record")
+
+    def gone(self, table: TableName) -> bool:
+        return False  # DROP and RENAME are the catalog's own
+
+    def holds_leftover(self, sql, table: TableName) -> bool:
+        return False
+
+    def clean_up(self, sql) -> list[str]:
+        return []
 
     def sql_name(self, table: TableName) -> str:
         return quote_parts(self.catalog, catalog_name(table.database), catalog_name(table.table))

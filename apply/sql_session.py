@@ -199,6 +199,17 @@ class SqlSession:
             log.debug("could not look for %s: %s", path, err)
             return False
 
+    def delete_folder(self, path: str) -> None:
+        """Delete a folder of a table no name holds (`TableLocator.clean_up`): its files, then its log last,
+        so a deletion cut short leaves a log a later REPLACE still reads, not a log without its start."""
+        jvm, session = self.spark._jvm, self.spark._jsparkSession
+        folder = jvm.org.apache.hadoop.fs.Path(path)
+        fs = folder.getFileSystem(session.sessionState().newHadoopConf())
+        for status in fs.listStatus(folder):
+            if status.getPath().getName() != "_delta_log":
+                fs.delete(status.getPath(), True)
+        fs.delete(folder, True)
+
     def sql(self, statement: str):
         """A statement that commits nothing of ours (reads, DDL without tags), run now."""
         with self._lock:

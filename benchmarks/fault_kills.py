@@ -210,42 +210,51 @@ def _point_key(user_metadata: str | None) -> str | None:
     return json.dumps(point, sort_keys=True) if point else None
 
 
+def located(spark, target: Path) -> dict[tuple[str, str], Path]:
+    """Every table the registry says is under `target` (upstream names), and its folder: renamed tables stay
+    in their folder (`apply.table_places`)."""
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.apply.sql_session import SqlSession
+
+    locator = PathLocator(str(target))
+    locator.load(SqlSession(spark, isolate=False))
+    return {(t.database, t.table): target / folder for t, folder in locator.places.held().items()}
+
+
 def versions_per_point(spark, target: Path, feed) -> dict[tuple[str, str], Counter]:
     """Per upstream table, how many Delta versions record each applied point."""
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.schema_cache.events import TableName
-
+    folders = located(spark, target)
     out = {}
     for database, table in feed.table_names():
-        name = PathLocator(str(target)).sql_name(TableName(database, table))
-        rows = spark.sql(f"DESCRIBE HISTORY {name}").select("userMetadata").collect()
+        rows = spark.sql(f"DESCRIBE HISTORY delta.`{folders[(database, table)]}`").select("userMetadata").collect()
         out[(database, table)] = Counter(k for k in (_point_key(r["userMetadata"]) for r in rows) if k is not None)
     return out
 
 
-def _table_dirs(target: Path) -> set[tuple[str, str]]:
-    """The upstream tables' folders: not the product's own, nor history tables (`apply.history`, default suffix)."""
-    found = set()
-    for database in target.iterdir():
-        if database.is_dir() and database.name != "_ticdc" and not database.name.endswith("_history"):
-            found |= {(database.name, t.name) for t in database.iterdir() if (t / "_delta_log").is_dir()}
-    return found
-
-
-def _history_dirs(target: Path) -> set[tuple[str, str]]:
-    """History tables' folders (`<db>_history/<table>`, `apply.history`'s default suffix)."""
-    return {(d.name, t.name) for d in target.iterdir() if d.is_dir() and d.name.endswith("_history")
+def _table_dirs(target: Path) -> set[Path]:
+    """The folders holding a Delta table, but the product's own."""
+    return {t for d in target.iterdir() if d.is_dir() and d.name != "_ticdc"
             for t in d.iterdir() if (t / "_delta_log").is_dir()}
+
+
+def _is_history(name: tuple[str, str]) -> bool:
+    return name[0].endswith("_history")  # `apply.history`'s default suffix
+
+
+def _history_tables(spark, target: Path) -> dict[tuple[str, str], Path]:
+    return {name: folder for name, folder in located(spark, target).items() if _is_history(name)}
 
 
 def history_differences(spark, target: Path, reference: Path) -> list[str]:
     """Where the history tables under `target` differ from those of `reference` (an uninterrupted run's
     target): the same tables, each with the same columns and the same states (rows), nothing else."""
     problems = []
-    if _history_dirs(target) != _history_dirs(reference):
-        return [f"history tables {sorted(_history_dirs(target))}, uninterrupted {sorted(_history_dirs(reference))}"]
-    for database, table in sorted(_history_dirs(reference)):
-        actual, expected = (spark.read.format("delta").load(str(root / database / table)) for root in (target, reference))
+    tables, expected_tables = _history_tables(spark, target), _history_tables(spark, reference)
+    if set(tables) != set(expected_tables):
+        return [f"history tables {sorted(tables)}, uninterrupted {sorted(expected_tables)}"]
+    for name in sorted(expected_tables):
+        database, table = name
+        actual, expected = (spark.read.format("delta").load(str(folders[name])) for folders in (tables, expected_tables))
         if sorted(actual.columns) != sorted(expected.columns):
             problems.append(f"{database}.{table}: columns {sorted(actual.columns)}, uninterrupted {sorted(expected.columns)}")
             continue
@@ -261,16 +270,18 @@ def history_differences(spark, target: Path, reference: Path) -> list[str]:
 
 def differences(spark, target: Path, feed, baseline: dict | None) -> list[str]:
     """What is wrong with the target against the upstream model (and the uninterrupted run's versions)."""
-    from ticdc_delta.apply.identifiers import path_segment
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.schema_cache.events import TableName
-
     problems = []
-    expected_tables = {(path_segment(d), path_segment(t)) for d, t in feed.table_names()}
-    if _table_dirs(target) != expected_tables:
-        problems.append(f"tables {sorted(_table_dirs(target))}, upstream {sorted(expected_tables)}")
+    folders = located(spark, target)
+    tables = {name for name in folders if not _is_history(name)}
+    if tables != set(feed.table_names()):
+        problems.append(f"tables {sorted(tables)}, upstream {sorted(feed.table_names())}")
+        return problems
+    # Nothing left behind: every table folder is a registered table's (dropped ones' are deleted).
+    left = sorted(str(d.relative_to(target)) for d in _table_dirs(target) - set(folders.values()))
+    if left:
+        problems.append(f"folders no table holds: {left}")
     for database, table in feed.table_names():
-        frame = spark.table(PathLocator(str(target)).sql_name(TableName(database, table)))
+        frame = spark.read.format("delta").load(str(folders[(database, table)]))
         if frame.columns != feed.column_names(database, table):
             problems.append(f"{database}.{table}: columns {frame.columns}, upstream {feed.column_names(database, table)}")
             continue

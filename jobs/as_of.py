@@ -54,14 +54,15 @@ def resolve(config: Config, spark, commit_ts: int, tables: list[TableName] | Non
     chosen = tables or TableRegistry(sql, locator, config.kafka.group_id).tables()
     if not chosen:
         raise ConfigError(f"consumer {config.kafka.group_id!r} has registered no tables; name them with --tables")
+    locator.load(sql)
     names = {locator.sql_name(t): t for t in chosen}
     return consistent_read(sql, list(names), commit_ts), names
 
 
 def print_as_of(config: Config, commit_ts: int, tables: list[TableName] | None, *, as_json: bool = False) -> int:
-    from ticdc_delta.jobs.session import get_spark
+    from ticdc_delta.jobs.session import spark_for
 
-    read, names = resolve(config, get_spark(config.spark.master, config.spark.conf), commit_ts, tables)
+    read, names = resolve(config, spark_for(config), commit_ts, tables)
     when = upstream_time(read.commit_ts).isoformat(timespec="milliseconds")
     rows = [{"table": str(names[name]), "sql_name": name, "version": version} for name, version in read.versions.items()]
     if as_json:

@@ -121,6 +121,12 @@ def _as_of_parser(sub) -> None:
     as_of.add_argument("--json", action="store_true", help="print JSON")
 
 
+def _tables_parser(sub) -> None:
+    tables = sub.add_parser("tables", help="the consumer's path tables and the folder each is in (renamed tables too)")
+    _job_flags(tables)
+    tables.add_argument("--json", action="store_true", help="print JSON")
+
+
 def _overrides(args: argparse.Namespace) -> dict:
     def flag(name: str):
         return getattr(args, name, None)  # flags a command does not have count as not given
@@ -154,13 +160,13 @@ def _command_run(args: argparse.Namespace) -> int:
     config = config_module.load(args.config, _overrides(args))
     check_before_start(config)  # (before anything imports pyspark: Kafka and credentials need no Spark)
     from ticdc_delta.jobs.pipeline import Pipeline
-    from ticdc_delta.jobs.session import get_spark, kafka_source_package
+    from ticdc_delta.jobs.session import kafka_source_package, spark_for
 
     stop = threading.Event()
     _install_stop_handlers(stop)
     # The Spark engine reads Kafka with Spark's own source: a local session gets its jars too.
     packages = [kafka_source_package()] if config.run.engine == "spark" else []
-    spark = get_spark(config.spark.master, config.spark.conf, packages)
+    spark = spark_for(config, packages)
     # What ran, for a support question or a log read later: the runtime is often not the user's to see.
     log.info("ticdc-delta %s on Python %s, Spark %s", __version__, platform.python_version(), spark.version)
     result = Pipeline.from_config(config, spark, stop=stop).run()
@@ -182,6 +188,12 @@ def _command_status(args: argparse.Namespace) -> int:
     return print_status(config_module.load(args.config, _overrides(args)), as_json=args.json)
 
 
+def _command_tables(args: argparse.Namespace) -> int:
+    from ticdc_delta.jobs.tables import print_tables
+
+    return print_tables(config_module.load(args.config, _overrides(args)), as_json=args.json)
+
+
 def _command_replay(args: argparse.Namespace) -> int:
     from ticdc_delta.jobs.replay import print_replay
 
@@ -189,7 +201,7 @@ def _command_replay(args: argparse.Namespace) -> int:
 
 
 def _command_snapshot(args: argparse.Namespace) -> int:
-    from ticdc_delta.jobs.session import get_spark
+    from ticdc_delta.jobs.session import spark_for
     from ticdc_delta.jobs.snapshot import ExportFormat, SnapshotLoader
     from ticdc_delta.schema_cache.options import require_zone
 
@@ -200,7 +212,7 @@ def _command_snapshot(args: argparse.Namespace) -> int:
         csv_delimiter=args.csv_delimiter, csv_null_value=args.csv_null_value, csv_header=not args.no_header,
         time_zone=args.time_zone,
     )
-    spark = get_spark(config.spark.master, config.spark.conf)
+    spark = spark_for(config)
     outcomes = SnapshotLoader(config, spark, args.source, export_format).load()
     for outcome in outcomes:
         print(f"{outcome.table}: {outcome.action} ({outcome.reason})")
@@ -247,6 +259,7 @@ def exit_status(argv: list[str] | None = None) -> int:
     _replay_parser(sub)
     _snapshot_parser(sub)
     _as_of_parser(sub)
+    _tables_parser(sub)
     if _demo_available():  # (listed only where it runs: a checkout, not the installed wheel)
         demo = sub.add_parser("demo", help="local Kafka + sample stream + the job until idle, then print the tables")
         demo.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
@@ -263,6 +276,7 @@ def exit_status(argv: list[str] | None = None) -> int:
             "replay-dead-letters": _command_replay,
             "snapshot": _command_snapshot,
             "as-of": _command_as_of,
+            "tables": _command_tables,
             "demo": _command_demo,
         }[args.command](args)
     except ConfigError as err:

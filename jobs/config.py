@@ -93,11 +93,16 @@ class TargetConfig:
     # "compatible" tables every Delta reader opens (delta-rs, Polars, ...);
     # "full" adds column mapping, deletion vectors and type widening.
     table_features: str = COMPATIBLE
+    # On S3 the lease and exactly-once need a Delta log store whose commits are put-if-absent
+    # (jobs/runtime.py); false only where nothing but this job ever writes under the target.
+    require_safe_commits: bool = True
 
     def __post_init__(self) -> None:
         if bool(self.path) == bool(self.catalog):
             raise ConfigError("target: set exactly one of target.path (path tables) or target.catalog (catalog tables)")
         require_choice("target.table_features", self.table_features, TABLE_FEATURE_SETTINGS)
+        if not isinstance(self.require_safe_commits, bool):
+            raise ConfigError(f"target.require_safe_commits: true or false, got {self.require_safe_commits!r}")
 
 
 @dataclass(frozen=True)

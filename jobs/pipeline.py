@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 
 def locator_for(config: Config) -> TableLocator:
     if config.target.path:
-        return PathLocator(config.target.path)
+        return PathLocator(config.target.path, config.kafka.group_id)
     return CatalogLocator(config.target.catalog, config.target.meta_schema)
 
 
@@ -369,6 +369,7 @@ class Pipeline:
             with self._times.phase("kafka_commit"):
                 self._source.commit(offsets)
             self._saved, self._committed = (offsets, watermarks), offsets
+            self._applier.clean_up()  # what a run cut short before its clean-up left
             return
         if self._decoder.ordering is Ordering.COMMIT_TS:
             # What a restart from these offsets reads is after every partition's watermark here (none yet: 0).
@@ -388,6 +389,8 @@ class Pipeline:
             self._source.commit(offsets)
         self._saved = (offsets, watermarks)
         self._committed = offsets
+        # Only now that a checkpoint covers them: a replay after a crash never reads what went.
+        self._applier.clean_up()
         # Only after the checkpoint it keeps is saved (a crash in it loses nothing).
         if self._checkpoints.cleanup_due(self._batch):
             with self._times.phase("checkpoint_cleanup"):

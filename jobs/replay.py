@@ -162,9 +162,9 @@ def _complete_through(latest: Checkpoint | None, topics: set[str]) -> dict[str, 
 
 def print_replay(config: Config, *, dry_run: bool = False) -> int:
     """Replay with the session the job would use; print one line per dead letter; the exit status."""
-    from ticdc_delta.jobs.session import get_spark
+    from ticdc_delta.jobs.session import spark_for
 
-    spark = get_spark(config.spark.master, config.spark.conf)
+    spark = spark_for(config)
     report = replay_dead_letters(config, spark, dry_run=dry_run)
     for decision in report.decisions:
         print(f"{decision.position}\t{decision.outcome}\t{decision.detail}")

@@ -110,6 +110,40 @@ def delta_package() -> str:
     return f"io.delta:delta-spark_{spark_minor}_{scala}:{delta_version}"
 
 
+# Hadoop's S3 connector, for a target on S3 (or an S3-compatible store). OSS Hadoop has no `s3://` file
+# system of its own (Databricks and EMR do): a local session maps that scheme to s3a as well.
+_S3_SCHEMES = ("s3a", "s3")
+
+
+def object_store_scheme(location: str | None) -> str:
+    """`s3a`, `s3`, `gs`, ... of a location; "" for a local path."""
+    scheme, sep, _ = (location or "").partition("://")
+    return scheme.lower() if sep else ""
+
+
+def hadoop_aws_package() -> str:
+    """hadoop-aws of the Hadoop release pyspark bundles (its SDK comes with it as a dependency)."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    found = sorted(jars.glob("hadoop-client-api-*.jar"))
+    if not found:
+        raise SparkStartError(f"cannot tell pyspark's Hadoop release (no hadoop-client-api jar in {jars}) "
+                              "to fetch its S3 connector: add org.apache.hadoop:hadoop-aws to spark.jars.packages")
+    return f"org.apache.hadoop:hadoop-aws:{found[0].name.removeprefix('hadoop-client-api-').removesuffix('.jar')}"
+
+
+def spark_for(config, packages: Sequence[str] = ()) -> SparkSession:
+    """`get_spark` for a job's configuration: a local session also gets the S3 connector when the
+    target is on S3 (a surrounding runtime's session is used as it is)."""
+    conf = dict(config.spark.conf)
+    extra = list(packages)
+    if object_store_scheme(config.target.path) in _S3_SCHEMES and not _under_existing_runtime():
+        extra.append(hadoop_aws_package())
+        conf.setdefault("spark.hadoop.fs.s3.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")
+    return get_spark(config.spark.master, conf, extra)
+
+
 def _under_existing_runtime() -> bool:
     # spark-submit starts the Python driver with a gateway to its JVM;
     # Databricks and Spark Connect announce themselves in the environment.

@@ -202,6 +202,7 @@ class SnapshotLoader:
         """A table whose load was interrupted may have been applied further before it: Delta keeps the
         stream's transaction ids across the replacement, so an older snapshot would have the stream's
         next MERGEs skipped as already written."""
+        self._locator.load(self._sql)
         newest = max((h.applied_ts for h in applied_history(self._sql, self._locator.sql_name(table))
                       if h.applied_ts is not None), default=None)
         if newest is not None and newest > tso:

@@ -208,9 +208,9 @@ def render(report: StatusReport) -> str:
 
 def print_status(config: Config, *, as_json: bool = False) -> int:
     """`ticdc-delta status`: gather and print; exit status 0."""
-    from ticdc_delta.jobs.session import get_spark
+    from ticdc_delta.jobs.session import spark_for
 
-    report = gather_status(config, get_spark(config.spark.master, config.spark.conf))
+    report = gather_status(config, spark_for(config))
     sys.stdout.write(json.dumps(to_json(report), indent=2) + "\n" if as_json else render(report))
     sys.stdout.flush()
     return 0

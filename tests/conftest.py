@@ -192,7 +192,7 @@ def kafka(_starting_broker):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory, _starting_broker):
-    from ticdc_delta.jobs.session import get_spark, kafka_source_package
+    from ticdc_delta.jobs.session import get_spark, hadoop_aws_package, kafka_source_package
 
     session = get_spark(
         "local[2]",
@@ -203,8 +203,9 @@ def spark(tmp_path_factory, _starting_broker):
             "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
             **TEST_SESSION_CONF,
         },
-        # Spark's Kafka source: the Spark engine's tests read with it.
-        packages=[kafka_source_package()],
+        # Spark's Kafka source: the Spark engine's tests read with it; Hadoop's S3 connector: the
+        # object-storage tests (tests/e2e/test_object_storage.py) write through it.
+        packages=[kafka_source_package(), hadoop_aws_package()],
         jvm_options=TEST_SESSION_JVM_OPTIONS,
     )
     yield session
@@ -257,6 +258,22 @@ def engine(request):
 def unique():
     """A short unique suffix for topic and consumer-group names."""
     return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def s3(spark, tmp_path_factory):
+    """A real S3-compatible server (testbed/s3_server.py) with a bucket `lake`, and the shared Spark
+    session's s3a connector pointed at it."""
+    from testbed.s3_server import S3Server
+
+    server = S3Server(tmp_path_factory.mktemp("s3") / "moto.log")
+    server.start()
+    server.create_bucket("lake")
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in server.hadoop_settings().items():
+        hadoop.set(key, value)
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -90,11 +90,13 @@ def spark_read(spark, table: Path):
     return schema, sorted(rows, key=_sort_key)
 
 
-def delta_rs_read(table: Path, schema) -> tuple[list[str], list[tuple]]:
-    """Column names and rows as delta-rs reads the table (through pyarrow, as pandas users do)."""
+def delta_rs_read(table: Path | str, schema, storage_options: dict | None = None) -> tuple[list[str], list[tuple]]:
+    """Column names and rows as delta-rs reads the table (through pyarrow, as pandas users do); an s3a://
+    table (Hadoop's scheme) at its s3:// URL, with `storage_options`."""
     from deltalake import DeltaTable
 
-    data = DeltaTable(str(table)).to_pyarrow_table()
+    uri = str(table).replace("s3a://", "s3://", 1) if str(table).startswith("s3a://") else str(table)
+    data = DeltaTable(uri, storage_options=storage_options).to_pyarrow_table()
     types_by_name = {f.name: f.dataType for f in schema.fields}
     rows = []
     for row in data.to_pylist():
@@ -102,11 +104,11 @@ def delta_rs_read(table: Path, schema) -> tuple[list[str], list[tuple]]:
     return data.column_names, sorted(rows, key=_sort_key)
 
 
-def assert_delta_rs_reads_as_spark(spark, table: Path) -> None:
+def assert_delta_rs_reads_as_spark(spark, table: Path | str, storage_options: dict | None = None) -> None:
     """delta-rs opens the table and reads the same columns and rows as Spark."""
     schema, spark_rows = spark_read(spark, table)
     spark_columns = [f.name for f in schema.fields]
-    columns, rows = delta_rs_read(table, schema)
+    columns, rows = delta_rs_read(table, schema, storage_options)
     assert columns == spark_columns, f"{table}: delta-rs reads columns {columns}, Spark {spark_columns}"
     if rows != spark_rows:
         only_spark = [r for r in spark_rows if r not in rows][:3]

@@ -11,13 +11,15 @@ from testbed.changefeed import Changefeed, Message
 from testbed.produce import ensure_topic, produce
 from ticdc_delta.apply.applier import Applier
 from ticdc_delta.apply.delta_writer import DeltaWriter
-from ticdc_delta.apply.locator import PathLocator, TableLocator
+from ticdc_delta.apply.identifiers import quote
+from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.apply.table_features import COMPATIBLE
 from ticdc_delta.apply.tombstones import Tombstones
 from ticdc_delta.jobs import config as config_module
 from ticdc_delta.jobs.pipeline import Pipeline, RunResult
-from ticdc_delta.schema_cache.events import Ordering, TableName
+from ticdc_delta.jobs.tables import table_path
+from ticdc_delta.schema_cache.events import Ordering
 
 # The Spark engine's variants run on the oldest pair when both run: its newest-pair side already runs
 # most unmarked end-to-end tests, and the engine's Spark statements are the same on both.
@@ -83,7 +85,8 @@ def staged_rows(spark, target: str, group: str) -> int:
 
 
 def table_frame(spark, target: str, database: str, table: str):
-    return spark.table(PathLocator(target).sql_name(TableName(database, table)))
+    """The table as a reader finds it: renamed tables through the registry (`jobs.tables.table_path`)."""
+    return spark.read.format("delta").load(table_path(spark, target, database, table))
 
 
 def assert_table(spark, target: str, feed: Changefeed, database: str, table: str, ddl: str, rows=None):
@@ -94,8 +97,14 @@ def assert_table(spark, target: str, feed: Changefeed, database: str, table: str
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 
 
+def assert_gone(spark, target: str, database: str, table: str) -> None:
+    """Upstream dropped or renamed the table away: no reader finds it under its name."""
+    with pytest.raises(LookupError):
+        table_path(spark, target, database, table)
+
+
 def table_version(spark, target: str, database: str, table: str) -> int:
-    name = PathLocator(target).sql_name(TableName(database, table))
+    name = f"delta.{quote(table_path(spark, target, database, table))}"
     return spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["version"]
 
 

@@ -8,6 +8,7 @@ Delta has stable type widening (4.0+). Both must end with the same rows, applied
 from __future__ import annotations
 
 import datetime as dt
+import os
 from decimal import Decimal
 
 import pytest
@@ -258,7 +259,10 @@ def test_other_type_changes_rewrite_the_table_atomically(sql, spark, tmp_path, o
     assert read_progress(sql, locator.sql_name(T)) == TableProgress(True, AppliedPoint(ts=20))
 
 
-def test_rename_table_moves_the_data(sql, spark, table):
+def test_rename_table_moves_the_data_by_one_registry_commit(sql, spark, table):
+    # Setup: shop.items renamed to archive.old_items, a row added under the new name.
+    # Expect: the new name has every row, the old one is gone (for this process and a fresh one reading
+    # the registry), and the folder did not move: no folder copy or delete, which object stores lack.
     locator, applier = table
     moved = schema(*BASE, table=TableName("archive", "old_items"))
     applier.apply(
@@ -267,7 +271,34 @@ def test_rename_table_moves_the_data(sql, spark, table):
         {"topic": 21},
     )
     assert rows(spark, locator, moved.name) == [(1, "a", 5), (2, "b", 6), (9, "z", 0)]
-    assert read_progress(sql, locator.sql_name(T)) == TableProgress(False)
+    assert locator.path(moved.name) == f"{locator.root}/shop/items"
+    fresh = PathLocator(locator.root)
+    assert DeltaWriter(sql, fresh).progress(T) == TableProgress(False)
+    assert fresh.path(moved.name) == locator.path(moved.name)
+    assert fresh.clean_up(sql) == []  # the folder is held by the new name
+    assert rows(spark, fresh, moved.name) == [(1, "a", 5), (2, "b", 6), (9, "z", 0)]
+
+
+def test_folders_are_deleted_only_by_the_clean_up_and_a_freed_name_gets_a_folder_of_its_own(sql, spark, table):
+    # Setup: shop.items renamed to shop.kept, then shop.items created again, then shop.kept dropped.
+    # Expect: the new shop.items cannot take its usual folder (shop.kept's rows are there) and gets
+    # shop/items.2; the drop deletes nothing until the clean-up (after the checkpoint), which deletes
+    # the folder no name holds and only it.
+    locator, applier = table
+    kept = schema(*BASE, table=TableName("shop", "kept"))
+    applier.apply([ddl(20, SchemaChangeKind.RENAME, kept, "RENAME TABLE shop.items TO shop.kept", previous_name=T),
+                   ddl(21, SchemaChangeKind.CREATE, schema(*BASE)), insert(22, schema(*BASE), 7, "n", 1)],
+                  {"topic": 22})
+    assert locator.path(T) == f"{locator.root}/shop/items.2"
+    assert rows(spark, locator) == [(7, "n", 1)]
+    applier.apply([ddl(30, SchemaChangeKind.DROP, kept)], {"topic": 30})
+    assert os.path.isdir(f"{locator.root}/shop/items")
+    assert locator.clean_up(sql) == [f"{locator.root}/shop/items"]
+    assert not os.path.exists(f"{locator.root}/shop/items")
+    assert rows(spark, locator) == [(7, "n", 1)]
+    fresh = PathLocator(locator.root)
+    assert DeltaWriter(sql, fresh).progress(kept.name) == TableProgress(False)
+    assert fresh.path(T) == f"{locator.root}/shop/items.2"
 
 
 def test_rename_table_in_a_catalog(sql, spark, features):

@@ -24,7 +24,7 @@ from chispa import assert_df_equality
 from testbed.debezium_capture import DebeziumCapture
 from testbed.mariadb import MariaDb
 from testbed.produce import ensure_topic
-from tests.support import run_job, table_frame
+from tests.support import assert_gone, run_job, table_frame
 
 pytestmark = [
     pytest.mark.e2e,
@@ -200,5 +200,5 @@ def test_debezium_mariadb_capture_into_delta(spark, kafka, tmp_path, unique):
             assert_df_equality(
                 actual, _expected(server, spark, table, actual.schema), ignore_row_order=True, ignore_nullable=True
             )
-        assert not (tmp_path / "delta" / DATABASE / "orders").exists()
-        assert not (tmp_path / "delta" / DATABASE / "gone").exists()
+        assert_gone(spark, target, DATABASE, "orders")
+        assert_gone(spark, target, DATABASE, "gone")

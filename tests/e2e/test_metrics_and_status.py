@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import pty
+import shutil
 import threading
 from collections import Counter
 
@@ -344,6 +345,9 @@ def test_tables_made_before_the_registry_existed_are_registered_when_next_touche
         return RowChange(table, ts, Op.INSERT, None, (key,), schemas[table], at)
 
     applier_for(sql, locator).apply([*create(old, 10), *create(untouched, 20)], {"topic": 21})
+    # A release before the registry left the tables in their usual folders and no registry.
+    shutil.rmtree(tmp_path / "_ticdc" / "tables")
+    locator = PathLocator(str(tmp_path))
     registry = TableRegistry(sql, locator, "g")
     job = Applier(DeltaWriter(sql, locator), Tombstones(sql, locator), registry=registry)
     job.apply([insert(old, 30, 2), *create(new, 40)], {"topic": 41})

@@ -9,10 +9,20 @@ import pytest
 
 from testbed.demo import demo_changefeed
 from testbed.tables import column
-from tests.support import assert_table, publish, run_job, spark_variant, staged_rows, table_frame, table_version
+from tests.support import (
+    assert_gone,
+    assert_table,
+    publish,
+    run_job,
+    spark_variant,
+    staged_rows,
+    table_frame,
+    table_version,
+)
 from tests.workloads import DDL_EVOLUTION_TABLES, DEMO_TABLE_DDLS, ITEMS_DDL, ddl_evolution, item, items_feed
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.exceptions import DecodeError
+from ticdc_delta.jobs.tables import table_path
 
 pytestmark = pytest.mark.e2e
 
@@ -338,7 +348,9 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine):
         assert_table(spark, target, feed, database, table, ddl)
     titles = {r["id"]: r["title"] for r in table_frame(spark, target, "archive", "items_2025").collect()}
     assert titles[0] == "item 0" and titles[2] == "big"
-    assert not (tmp_path / "shop" / "items").exists()
+    assert_gone(spark, target, "shop", "items")
+    # The rename moved no folder: the table stays where readers first found it.
+    assert table_path(spark, target, "archive", "items_2025") == f"{target}/shop/items"
 
     # Replaying everything under a new group must neither change a table nor
     # resurrect the renamed-away or dropped ones.
@@ -347,7 +359,7 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine):
     replay = run_job(spark, kafka, topic, target, f"replay-{unique}", engine=engine)
     assert replay.rows_applied == 0 and replay.schema_changes == 0
     assert {t: table_version(spark, target, *t) for t in tables} == versions
-    assert not (tmp_path / "shop" / "items").exists()
+    assert_gone(spark, target, "shop", "items")
 
 
 def test_continuous_mode_applies_new_data_and_stops_cleanly(spark, kafka, tmp_path, unique):

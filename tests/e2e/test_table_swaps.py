@@ -11,7 +11,7 @@ import pytest
 
 from testbed.encoders.canal import CanalJsonWriter
 from testbed.tables import column
-from tests.support import assert_table, publish, run_job, table_version
+from tests.support import assert_gone, assert_table, publish, run_job, table_version
 from tests.workloads import ITEMS_DDL, item, items_feed
 
 pytestmark = [
@@ -72,7 +72,8 @@ def test_a_cut_over_and_a_trade_through_a_temporary_name_move_every_tables_rows(
     assert_table(spark, target, feed, "shop", "items_old", ITEMS_DDL)
     for name in ("goods", "parts"):
         assert_table(spark, target, feed, "shop", name, "id INT, owner STRING")
-    assert not (tmp_path / "shop" / "items_new").exists() and not (tmp_path / "shop" / "tmp").exists()
+    assert_gone(spark, target, "shop", "items_new")
+    assert_gone(spark, target, "shop", "tmp")
     tables = ["items", "items_old", "goods", "parts"]
     versions = {t: table_version(spark, target, "shop", t) for t in tables}
     replay = run_job(spark, kafka, topic, target, f"replay-{unique}", protocol=protocol_section)
