@@ -19,7 +19,8 @@ FOLDERS = {"ticdc_delta": ROOT / "ticdc_delta", "ticdc_delta.schema_cache": ROOT
 # The applier's decisions, apart from the Delta I/O that carries them out.
 PURE = ["ticdc_delta.apply.gate", "ticdc_delta.apply.collapse", "ticdc_delta.apply.evolution",
         "ticdc_delta.apply.replay", "ticdc_delta.apply.points", "ticdc_delta.apply.spill",
-        "ticdc_delta.apply.changes", "ticdc_delta.apply.merge_source", "ticdc_delta.apply.history"]
+        "ticdc_delta.apply.changes", "ticdc_delta.apply.merge_source", "ticdc_delta.apply.history",
+        "ticdc_delta.apply.table_places"]
 
 
 def _modules() -> dict[str, Path]:
