@@ -103,7 +103,10 @@ class TableRegistry(InternalTable):
         if places is not None:
             # Path tables: the locator holds the registry's rows, and gives each new name its folder.
             self._locator.load(self._sql)
-            new = [t for t in _sorted(set(tables)) if not (places.live(t) and places.known(t, self._consumer))]
+            # A name gone (dropped or renamed away) is not registered ahead: its events are most often
+            # replays the applier skips; one created again registers as it is created (`PathLocator.prepare`).
+            new = [t for t in _sorted(set(tables))
+                   if not places.gone(t) and not (places.live(t) and places.known(t, self._consumer))]
             old = [t for t in _sorted(set(existing) - set(new)) if not places.known(t, self._consumer)]
             if new or old:
                 seq = places.next_seq()

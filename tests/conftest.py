@@ -192,7 +192,8 @@ def kafka(_starting_broker):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory, _starting_broker):
-    from ticdc_delta.jobs.session import get_spark, hadoop_aws_package, kafka_source_package
+    from testbed.spark_packages import test_session_packages
+    from ticdc_delta.jobs.session import get_spark
 
     session = get_spark(
         "local[2]",
@@ -205,7 +206,7 @@ def spark(tmp_path_factory, _starting_broker):
         },
         # Spark's Kafka source: the Spark engine's tests read with it; Hadoop's S3 connector: the
         # object-storage tests (tests/e2e/test_object_storage.py) write through it.
-        packages=[kafka_source_package(), hadoop_aws_package()],
+        packages=test_session_packages(),
         jvm_options=TEST_SESSION_JVM_OPTIONS,
     )
     yield session
