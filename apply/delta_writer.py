@@ -491,6 +491,9 @@ class DeltaWriter:
             self._locator.rename(self._sql, old, new)
 
     def clean_up(self) -> None:
+        places = self._locator.places
+        if places is None or not places.freed():
+            return  # (most batches: no phase, no lease check)
         self._sql.check_write("delete the folders of dropped tables")
         with self._times.phase("table_cleanup"):
             for path in self._locator.clean_up(self._sql):

@@ -123,6 +123,10 @@ class TablePlaces:
             for entry in entries:
                 self._take(entry)
 
+    def freed(self) -> bool:
+        """Whether a name left a folder since the last `take_freed`."""
+        return bool(self._freed)
+
     def take_freed(self) -> list[str]:
         """Folders no name holds any more (each handed out once), for deletion."""
         with self._lock:

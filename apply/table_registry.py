@@ -53,6 +53,8 @@ def registry_shape(sql: SqlSession, locator: TableLocator) -> str:
 
 def read_entries(sql: SqlSession, locator: TableLocator, consumer: str | None = None) -> tuple[list[Entry], str]:
     """The registry's rows (of `consumer` only, if given), and its shape."""
+    if locator.places is not None and not locator.internal_table_exists(sql, TABLE):
+        return [], MISSING  # a look at the folder, not a Spark read: a new target's every run asks
     try:
         frame = sql.table(locator.internal_sql_name(TABLE))
         current = all(name in frame.columns for name, _ in _ADDED)

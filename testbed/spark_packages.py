@@ -34,15 +34,3 @@ def test_session_packages() -> list[str]:
     use_resolvable_kafka_source()
     return [kafka_source_package(), hadoop_aws_package()]
 
-
-def prefetch() -> None:
-    """Resolve and cache the shared session's jars now (a session started and stopped), so the tests' first
-    session starts from the cache: scripts/test runs this beside the other set-up steps, where Ivy's
-    sequential resolution (about 30 s from an empty cache) overlaps them instead of delaying the first test."""
-    from ticdc_delta.jobs.session import get_spark
-
-    get_spark("local[1]", packages=test_session_packages()).stop()
-
-
-if __name__ == "__main__":
-    prefetch()

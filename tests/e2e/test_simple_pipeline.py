@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from decimal import Decimal
 
@@ -22,6 +23,7 @@ from tests.support import (
 from tests.workloads import DDL_EVOLUTION_TABLES, DEMO_TABLE_DDLS, ITEMS_DDL, ddl_evolution, item, items_feed
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.exceptions import DecodeError
+from ticdc_delta.jobs import cli
 from ticdc_delta.jobs.tables import table_path
 
 pytestmark = pytest.mark.e2e
@@ -333,7 +335,7 @@ def test_avro_encoding_end_to_end(spark, kafka, tmp_path, unique):
 
 
 @pytest.mark.both_pairs("the MERGE, DDL, checkpoint and replay statements of a whole run, on each Spark/Delta pair")
-def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine):
+def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, capsys):
     # Setup: through Kafka, one table goes through ADD COLUMN with and without default,
     # DROP COLUMN, RENAME COLUMN, MODIFY COLUMN (int -> bigint), RENAME TABLE; a second
     # table is truncated; a third dropped and re-created; rows before and after each.
@@ -349,8 +351,16 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine):
     titles = {r["id"]: r["title"] for r in table_frame(spark, target, "archive", "items_2025").collect()}
     assert titles[0] == "item 0" and titles[2] == "big"
     assert_gone(spark, target, "shop", "items")
-    # The rename moved no folder: the table stays where readers first found it.
+    # The rename moved no folder: the table stays where readers first found it, which
+    # `ticdc-delta tables` lists.
     assert table_path(spark, target, "archive", "items_2025") == f"{target}/shop/items"
+    capsys.readouterr()
+    flags = ["--bootstrap-servers", kafka.bootstrap_servers, "--topics", topic, "--group-id", f"g-{unique}",
+             "--target-path", target]
+    assert cli.exit_status(["tables", *flags, "--json"]) == 0
+    listed = {(t["database"], t["table"]): t["location"] for t in json.loads(capsys.readouterr().out)}
+    assert listed == {("archive", "items_2025"): f"{target}/shop/items", ("shop", "logs"): f"{target}/shop/logs",
+                      ("shop", "tmp"): f"{target}/shop/tmp"}
 
     # Replaying everything under a new group must neither change a table nor
     # resurrect the renamed-away or dropped ones.
