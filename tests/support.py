@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
 
 from testbed.changefeed import Changefeed, Message
 from testbed.produce import ensure_topic, produce
+from tests.readers import log_state
 from ticdc_delta.apply.applier import Applier
 from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.identifiers import quote
@@ -84,9 +86,29 @@ def staged_rows(spark, target: str, group: str) -> int:
     return frame.where("kind IN ('row', 'ddl')").count()
 
 
+_LOCATED: dict[str, tuple[str, dict]] = {}  # local target -> (its registry's newest commit, table -> path)
+
+
+def located_path(spark, target: str, database: str, table: str) -> str:
+    """`jobs.tables.table_path`, remembered per local target until its registry gets a commit (tests read
+    tables many times between runs: a registry read is a Spark job)."""
+    registry = Path(target) / "_ticdc" / "tables"
+    if "://" in target:
+        return table_path(spark, target, database, table)
+    state = log_state(registry)
+    seen, paths = _LOCATED.get(target, ("", {}))
+    if seen != state:
+        paths = {}
+        _LOCATED[target] = (state, paths)
+    key = f"{database}\0{table}"
+    if key not in paths:
+        paths[key] = table_path(spark, target, database, table)
+    return paths[key]
+
+
 def table_frame(spark, target: str, database: str, table: str):
     """The table as a reader finds it: renamed tables through the registry (`jobs.tables.table_path`)."""
-    return spark.read.format("delta").load(table_path(spark, target, database, table))
+    return spark.read.format("delta").load(located_path(spark, target, database, table))
 
 
 def assert_table(spark, target: str, feed: Changefeed, database: str, table: str, ddl: str, rows=None):
@@ -104,7 +126,7 @@ def assert_gone(spark, target: str, database: str, table: str) -> None:
 
 
 def table_version(spark, target: str, database: str, table: str) -> int:
-    name = f"delta.{quote(table_path(spark, target, database, table))}"
+    name = f"delta.{quote(located_path(spark, target, database, table))}"
     return spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["version"]
 
 
