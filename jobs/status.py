@@ -29,6 +29,7 @@ from ticdc_delta.apply.tombstones import Tombstones
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.pipeline import locator_for
+from ticdc_delta.schema_cache.events import TableName
 
 # The history read per table: the applied marker is on one of its newest commits.
 _HISTORY_DEPTH = 200
@@ -115,11 +116,11 @@ def gather_status(config: Config, spark) -> StatusReport:
     # Each table, then its history table if it keeps one: the history's applied point can trail the
     # table's (a crash between their MERGEs) until the next batch catches it up.
     history = config.history.choice()
-    named = []
+    named: list[TableName] = []
     for table in TableRegistry(sql, locator, consumer).tables():
-        named.append(table)
-        if history.wants(table):
-            named.append(history.history_of(table))
+        # (Path tables' history tables are registered as well, as every table the job creates: once each.)
+        named.extend(t for t in (table, history.history_of(table) if history.wants(table) else None)
+                     if t is not None and t not in named)
     tables = [_table_status(sql, locator, tombstones, t) for t in named]
     saved_at = None
     if checkpoint is not None and checkpoint.saved_at is not None:
