@@ -188,23 +188,22 @@ class SqlSession:
         False where the session gives no JVM access (Spark Connect) or the file system cannot say: the
         callers then take the slower way that needs no answer.
         """
-        try:
-            jvm, session = self.spark._jvm, self.spark._jsparkSession
-        except AttributeError:
-            return False
-        try:
-            hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-            return bool(hadoop_path.getFileSystem(session.sessionState().newHadoopConf()).exists(hadoop_path))
+        try:  # (no JVM access, as on Spark Connect, raises AttributeError: the same answer)
+            fs, hadoop_path = self._file_system(path)
+            return bool(fs.exists(hadoop_path))
         except Exception as err:  # noqa: BLE001 - the caller's statement reports what is wrong with the path
             log.debug("could not look for %s: %s", path, err)
             return False
 
+    def _file_system(self, path: str):
+        """(Hadoop file system, Hadoop path) of `path`, with this session's settings."""
+        hadoop_path = self.spark._jvm.org.apache.hadoop.fs.Path(path)
+        return hadoop_path.getFileSystem(self.spark._jsparkSession.sessionState().newHadoopConf()), hadoop_path
+
     def delete_folder(self, path: str) -> None:
         """Delete a folder of a table no name holds (`TableLocator.clean_up`): its files, then its log last,
         so a deletion cut short leaves a log a later REPLACE still reads, not a log without its start."""
-        jvm, session = self.spark._jvm, self.spark._jsparkSession
-        folder = jvm.org.apache.hadoop.fs.Path(path)
-        fs = folder.getFileSystem(session.sessionState().newHadoopConf())
+        fs, folder = self._file_system(path)
         for status in fs.listStatus(folder):
             if status.getPath().getName() != "_delta_log":
                 fs.delete(status.getPath(), True)

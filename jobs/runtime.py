@@ -7,6 +7,7 @@ import os
 from ticdc_delta.apply.sql_session import spark_version
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import Config
+from ticdc_delta.jobs.session import object_store_scheme
 
 # Delta's own stores for S3 that write a log entry only if absent, across drivers: the DynamoDB-backed
 # one (delta-storage-s3-dynamodb). Its default for s3a/s3, S3SingleDriverLogStore, is put-if-absent only
@@ -36,9 +37,8 @@ def _log_store(spark, scheme: str) -> str | None:
 
 def _check_commit_safety(config: Config, spark) -> None:
     """Refuse an S3 target whose commits are not put-if-absent (the lease and exactly-once rest on it)."""
-    scheme, sep, _ = (config.target.path or "").partition("://")
-    scheme = scheme.lower()
-    if not sep or scheme not in _S3_SCHEMES or not config.target.require_safe_commits:
+    scheme = object_store_scheme(config.target.path)
+    if scheme not in _S3_SCHEMES or not config.target.require_safe_commits:
         return
     if "DATABRICKS_RUNTIME_VERSION" in os.environ:
         return  # Databricks commits to S3 through its own commit service
