@@ -48,13 +48,36 @@ def ensure_internal_table(
     if locator.internal_table_exists(sql, table):
         return name
     locator.prepare_internal(sql)
-    extra = "".join(f", '{k}' = '{v}'" for k, v in (properties or {}).items())
-    statement = f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING DELTA TBLPROPERTIES ({_PROPERTIES}{extra})"
+    statement = f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING DELTA TBLPROPERTIES ({_properties(properties)})"
+    _create(sql, statement, name, guarded)
+    return name
+
+
+def create_internal_table_as(
+    sql: SqlSession,
+    locator: TableLocator,
+    table: str,
+    select: str,
+    *,
+    properties: Mapping[str, str] | None = None,
+    guarded: bool = True,
+) -> None:
+    """Create one of the product's own Delta tables holding the rows of `select` (one commit); raises if the
+    table is there already, or another job's creation of it commits first."""
+    name = locator.internal_sql_name(table)
+    locator.prepare_internal(sql)
+    _create(sql, f"CREATE TABLE {name} USING DELTA TBLPROPERTIES ({_properties(properties)}) AS {select}", name, guarded)
+
+
+def _properties(properties: Mapping[str, str] | None) -> str:
+    return _PROPERTIES + "".join(f", '{k}' = '{v}'" for k, v in (properties or {}).items())
+
+
+def _create(sql: SqlSession, statement: str, name: str, guarded: bool) -> None:
     if guarded:
         sql.run(statement, what=f"create {name}")
     else:
         sql.run_unguarded(statement, what=f"create {name}")
-    return name
 
 
 def append_internal_rows(

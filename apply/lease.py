@@ -8,7 +8,9 @@ with the holder's `owner` id (random, one per process: a restarted job is a
 new owner), an `epoch` that grows by one whenever the lease changes hands,
 a `revision` that grows with every write, and `expires_at`.
 
-- Taking it: read the row; if it is free (none, released, or expired) write
+- Taking it: where the leases table is missing, create it holding this
+  job's row (one commit; of two jobs creating it at once, one commit wins
+  and the other job goes on as below). Otherwise read the row; if it is free (none, released, or expired) write
   the new owner with one MERGE that changes the row only if its revision is
   still the one read, then read it back. Of two jobs taking it at once, Delta's
   optimistic concurrency refuses one commit (a concurrent-modification error):
@@ -137,7 +139,11 @@ class ConsumerLease:
         re-takes the lease meanwhile), or when the lease stays valid beyond
         twice this job's lease time (a job with a longer lease).
         """
-        self._store.prepare()
+        now_us, started = micros(self._wall()), self._clock()
+        first = self._successor(None, now_us)
+        if self._store.prepare(first):  # a new table, made holding this job's row: nothing to read or decide
+            self._taken(first, None, now_us, started)
+            return
         observed: LeaseRecord | None = None
         give_up_at = 0.0
         while True:
@@ -175,9 +181,9 @@ class ConsumerLease:
     def _poll_seconds(self) -> float:
         return min(2.0, max(0.2, self._seconds / 8))
 
-    def _take(self, seen: LeaseRecord | None, now_us: int) -> bool:
-        started = self._clock()
-        new = LeaseRecord(
+    def _successor(self, seen: LeaseRecord | None, now_us: int) -> LeaseRecord:
+        """This job's row taking over from `seen` (None: no row yet)."""
+        return LeaseRecord(
             self._consumer,
             self.owner,
             (seen.epoch if seen else 0) + 1,
@@ -188,9 +194,18 @@ class ConsumerLease:
             now_us,
             now_us + micros(self._seconds),
         )
+
+    def _take(self, seen: LeaseRecord | None, now_us: int) -> bool:
+        started = self._clock()
+        new = self._successor(seen, now_us)
         with self._lock:
             if not self._store.write(new, seen):
                 return False
+        self._taken(new, seen, now_us, started)
+        return True
+
+    def _taken(self, new: LeaseRecord, seen: LeaseRecord | None, now_us: int, started: float) -> None:
+        with self._lock:
             self._record, self._confirmed_at, self._lost = new, started, None
         if seen is not None and seen.owner is not None and seen.free_at(now_us):
             log.warning(
@@ -207,7 +222,6 @@ class ConsumerLease:
         else:
             log.info("consumer %s: took its lease (epoch %d, %gs, renewed every %gs)",
                      self._consumer, new.epoch, self._seconds, self._seconds / _HEARTBEATS_PER_LEASE)
-        return True
 
     # --- keeping it -----------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from typing import Protocol
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from ticdc_delta.apply.internal_tables import ensure_internal_table
+from ticdc_delta.apply.internal_tables import create_internal_table_as
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.progress import is_missing_table
 from ticdc_delta.apply.sql_session import SqlSession, is_commit_conflict
@@ -73,8 +73,8 @@ class LeaseRecord:
 
 
 class LeaseStore(Protocol):
-    def prepare(self) -> None:
-        """Create the table if missing."""
+    def prepare(self, first: LeaseRecord) -> bool:
+        """Create the table if missing, holding `first` as its one row; True if this made it so."""
         ...
 
     def read(self, consumer: str) -> LeaseRecord | None: ...
@@ -100,30 +100,28 @@ class DeltaLeaseStore:
         self._locator = locator
         self.sql_name = locator.internal_sql_name(TABLE)
 
-    def prepare(self) -> None:
+    def prepare(self, first: LeaseRecord) -> bool:
         if self._locator.internal_table_exists(self._sql, TABLE):
-            return
-        columns = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
+            return False
+        # The table made with the first holder's row in its first commit: a new target's job saves the
+        # read and the MERGE that inserting it would take (about a second and a half a run).
+        literals = _literals(first)
+        select = "SELECT " + ", ".join(f"CAST({literals[name]} AS {kind}) AS {name}" for name, kind in _COLUMNS)
         for attempt in range(1, _CREATE_ATTEMPTS + 1):
             try:
-                ensure_internal_table(self._sql, self._locator, TABLE, columns, properties=_PROPERTIES, guarded=False)
+                create_internal_table_as(self._sql, self._locator, TABLE, select, properties=_PROPERTIES, guarded=False)
             except Exception:
                 # Two jobs starting at once both create it. The loser may be told that the table
                 # exists, that its location is not empty (the winner is half-way), or that it lost
                 # the commit race: once the winner is done the table is there; else the error was real.
                 if self._exists():
-                    return
+                    return False
                 if attempt == _CREATE_ATTEMPTS:
                     raise
             else:
-                # IF NOT EXISTS also passes over a table the winner has begun but not yet committed (its
-                # folder is there, its first commit not): reading it then finds no table (seen when two
-                # jobs started at once), so the table must be readable before this returns.
-                if self._exists():
-                    return
-                if attempt == _CREATE_ATTEMPTS:
-                    raise ApplyError(f"{self.sql_name} was not created: another job's creation of it did not finish")
+                return True  # without IF NOT EXISTS: it succeeds only where this job's commit made the table
             time.sleep(attempt)
+        return False  # (not reached: the last attempt returns or raises)
 
     def _exists(self) -> bool:
         try:

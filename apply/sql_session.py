@@ -32,6 +32,7 @@ import random
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -121,16 +122,36 @@ def _settings(spark) -> dict[str, str]:
         return {row[0]: row[1] for row in spark.sql("SET").collect()}
 
 
-def _isolated(spark):
+# What a new session of an application starts with (its configuration when it started: the same for every
+# new session of it), by application. Reading a session's settings is a call into the JVM per setting (PySpark
+# 4's getAll) or a Spark job (`SET`): 0.05-0.3 s, and a job forks several sessions a run.
+_NEW_SESSION_SETTINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _new_session_settings(spark, session) -> dict[str, str]:
+    try:
+        context = spark.sparkContext
+    except Exception:  # noqa: BLE001 - some shared runtimes deny the context: read each time
+        return _settings(session)
+    if context not in _NEW_SESSION_SETTINGS:
+        _NEW_SESSION_SETTINGS[context] = _settings(session)
+    return _NEW_SESSION_SETTINGS[context]
+
+
+def _isolated(spark, settings: Mapping[str, str] | None = None):
+    """(session, forked, settings carried): a new session of `spark`'s application carrying `settings`
+    (default: what `spark` has now), or `spark` itself where it cannot be forked."""
     try:
         session = spark.newSession()
     except Exception:  # noqa: BLE001 - Spark Connect and some runtimes cannot fork a session
         log.info("this Spark session cannot be forked; the job's statements share it")
-        return spark, False
+        return spark, False, {}
     # Carry over what the user set on their session (shuffle partitions, storage credentials,
     # catalogs, Delta defaults, ...). getAll gives real values; `SET` shows secrets redacted,
     # so its redacted values are never copied. Keys the new session refuses keep its default.
-    settings, inherited = _settings(spark), _settings(session)
+    if settings is None:
+        settings = _settings(spark)
+    inherited = _new_session_settings(spark, session)
     for key, value in settings.items():
         if key in _TAG_KEYS or value is None or "(redacted)" in str(value):
             continue
@@ -143,7 +164,7 @@ def _isolated(spark):
     for key in _REBASE_IN_WRITE:
         if settings.get(key, "EXCEPTION") == "EXCEPTION":
             session.conf.set(key, "CORRECTED")
-    return session, True
+    return session, True, settings
 
 
 class SqlSession:
@@ -153,8 +174,11 @@ class SqlSession:
         *,
         isolate: bool = True,
         sleep: Callable[[float], None] = time.sleep,
+        _carried: Mapping[str, str] | None = None,
     ) -> None:
-        self.spark, self.isolated = _isolated(spark) if isolate else (spark, False)
+        # The settings carried over from `spark` are read once: forks carry the same (the user's session as
+        # this job found it).
+        self.spark, self.isolated, self._carried = _isolated(spark, _carried) if isolate else (spark, False, {})
         self._parent = spark
         self._sleep = sleep
         # One statement at a time: tags are session settings.
@@ -169,7 +193,7 @@ class SqlSession:
         """
         if not self.isolated:
             return self
-        forked = SqlSession(self._parent, sleep=self._sleep)
+        forked = SqlSession(self._parent, sleep=self._sleep, _carried=self._carried)
         forked._write_guard = self._write_guard
         return forked
 

@@ -42,14 +42,21 @@ class _Time:
 class _Store:
     """Rows by consumer; a write lands only if the row is still the revision expected (the MERGE's condition)."""
 
-    def __init__(self) -> None:
+    def __init__(self, created: bool = True) -> None:
         self.rows: dict[str, LeaseRecord] = {}
         self.writes = 0
         self.before_write = None  # another writer's commit landing between a read and a write
         self.beaten = 0  # writes still to be refused because another commit to the table came first
+        self.created = created  # the table is there (the tests below mostly start from an empty one)
 
-    def prepare(self) -> None:
-        pass
+    def prepare(self, first: LeaseRecord) -> bool:
+        # A missing table is made holding the first row (Delta's CREATE TABLE AS SELECT; two at once: one wins).
+        if self.created:
+            return False
+        self.created = True
+        self.writes += 1
+        self.rows[first.consumer] = first
+        return True
 
     def tidy(self) -> None:
         pass
@@ -94,6 +101,21 @@ def test_a_free_lease_is_taken_checked_without_io_and_released():
     nxt = _lease(store, clock)
     nxt.acquire()
     assert nxt.epoch == 2
+
+
+def test_a_missing_table_is_made_holding_the_first_job_and_a_second_job_finds_it_held():
+    # Setup: no leases table; job A starts, then B while A renews. Expect: A's row is the new table's
+    # (one write, nothing read first); B waits on it, then refuses with LeaseHeldError; A releases normally.
+    store, clock = _Store(created=False), _Time()
+    a, b = _lease(store, clock), _lease(store, clock)
+    a.acquire()
+    assert store.created and store.writes == 1
+    assert store.rows["shop"].owner == a.owner and a.epoch == 1 and store.rows["shop"].revision == 1
+    clock.during_sleep.append(a.renew)
+    with pytest.raises(LeaseHeldError):
+        b.acquire()
+    a.release()
+    assert store.rows["shop"].owner is None
 
 
 def test_a_job_that_finds_a_live_holder_refuses_once_it_renews(caplog):
