@@ -1,5 +1,6 @@
 """End to end on object storage: a real S3-compatible server (moto's, `testbed/s3_server.py`), written through
-Hadoop's s3a connector, read back with Spark and delta-rs, claim-check files read through fsspec/s3fs.
+Hadoop's s3a connector, claim-check files read through fsspec/s3fs. Every DDL kind on S3, read back with Spark
+and delta-rs: tests/e2e/test_simple_pipeline.py's `test_ddl_evolution_end_to_end[driver-s3]` (the newest pair).
 
 The race of two writers under the log store the docs name for S3 (Delta's DynamoDB-backed one) is not
 here: its jar, io.delta:delta-storage-s3-dynamodb, is not served by the Maven repository this machine
@@ -15,13 +16,10 @@ import pytest
 
 from testbed.demo import demo_changefeed
 from testbed.encoders.canal import CanalJsonWriter
-from tests.readers import assert_delta_rs_reads_as_spark
-from tests.support import assert_gone, assert_table, job_config, publish
-from tests.workloads import DDL_EVOLUTION_TABLES, ddl_evolution, items_feed
+from tests.support import assert_table, job_config, publish
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.pipeline import Pipeline
 from ticdc_delta.jobs.runtime import check_session
-from ticdc_delta.jobs.tables import table_path
 
 pytestmark = [pytest.mark.e2e]
 BOTH_PAIRS = pytest.mark.both_pairs(
@@ -35,33 +33,6 @@ def s3_config(kafka, topic: str, target: str, group: str, *, safe_commits: bool 
 
 def run_on_s3(spark, kafka, topic: str, target: str, group: str, **sections):
     return Pipeline.from_config(s3_config(kafka, topic, target, group, **sections), spark).run()
-
-
-@pytest.mark.one_pair(
-    "what differs between the pairs on S3 is the s3a connector, which the claim-check test below writes through "
-    "on both; the DDL statements themselves run on both pairs in test_simple_pipeline and test_ddl_kinds",
-    pair="newest")
-def test_every_ddl_kind_on_s3_gives_the_upstream_tables_without_moving_a_folder(spark, kafka, s3, unique):
-    # Setup: through Kafka, ADD COLUMN with and without default, DROP COLUMN, RENAME COLUMN, MODIFY COLUMN,
-    # RENAME TABLE, TRUNCATE, DROP and re-CREATE, to an s3a:// target.
-    # Expect: every table equals upstream (read by Spark and by delta-rs); the renamed table stayed in its
-    # folder and the old name is gone; the product's own tables are on the same store. (Replays changing
-    # nothing: test_simple_pipeline's, on a local folder: the store does not take part in that decision.)
-    feed = ddl_evolution(items_feed())
-    topic, target = f"s3-ddl-{unique}", f"s3a://lake/ddl-{unique}"
-    publish(kafka, topic, feed.messages)
-
-    run_on_s3(spark, kafka, topic, target, f"g-{unique}")
-
-    for (database, table), ddl in DDL_EVOLUTION_TABLES.items():
-        assert_table(spark, target, feed, database, table, ddl)
-        assert_delta_rs_reads_as_spark(spark, table_path(spark, target, database, table), s3.storage_options())
-    assert table_path(spark, target, "archive", "items_2025") == f"{target}/shop/items"
-    assert_gone(spark, target, "shop", "items")
-    keys = s3.keys("lake", f"ddl-{unique}/_ticdc/")
-    for own in ("checkpoints", "leases", "tables", "tombstones", "metrics"):
-        assert any(k.startswith(f"ddl-{unique}/_ticdc/{own}/_delta_log/") for k in keys), own
-
 
 
 @BOTH_PAIRS

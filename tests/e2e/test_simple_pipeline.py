@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from decimal import Decimal
@@ -10,9 +11,12 @@ import pytest
 
 from testbed.demo import demo_changefeed
 from testbed.tables import column
+from tests.readers import assert_delta_rs_reads_as_spark
 from tests.support import (
+    SPARK_ENGINE_PAIR,
     assert_gone,
     assert_table,
+    job_config,
     publish,
     run_job,
     spark_variant,
@@ -24,6 +28,7 @@ from tests.workloads import DDL_EVOLUTION_TABLES, DEMO_TABLE_DDLS, ITEMS_DDL, dd
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs import cli
+from ticdc_delta.jobs.pipeline import Pipeline
 from ticdc_delta.jobs.tables import table_path
 
 pytestmark = pytest.mark.e2e
@@ -334,20 +339,47 @@ def test_avro_encoding_end_to_end(spark, kafka, tmp_path, unique):
                  "order_no DECIMAL(20,0), customer_id INT, amount DECIMAL(10,2), status STRING, placed_at TIMESTAMP_NTZ, note STRING")
 
 
-@pytest.mark.both_pairs("the MERGE, DDL, checkpoint and replay statements of a whole run, on each Spark/Delta pair")
-def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, capsys):
+@pytest.mark.parametrize("engine, store", [
+    # The whole run's MERGE, DDL, checkpoint and replay statements on each Spark/Delta pair: on a local folder
+    # on the oldest, on S3 on the newest (what differs between the pairs there, the s3a connector, is also
+    # in tests/e2e/test_object_storage.py on both; each DDL kind on local folders: test_ddl_kinds, both pairs).
+    pytest.param("driver", "local", marks=pytest.mark.one_pair(
+        "the DDL workload on a local folder; the newest pair runs it on S3 (the same statements, through s3a)",
+        pair="oldest"), id="driver"),
+    pytest.param("driver", "s3", marks=pytest.mark.one_pair(
+        "the DDL workload on S3; the oldest pair runs it on a local folder (the same statements)", pair="newest"),
+        id="driver-s3"),
+    pytest.param("spark", "local", marks=SPARK_ENGINE_PAIR, id="spark"),
+])
+def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, store, capsys, request):
     # Setup: through Kafka, one table goes through ADD COLUMN with and without default,
     # DROP COLUMN, RENAME COLUMN, MODIFY COLUMN (int -> bigint), RENAME TABLE; a second
-    # table is truncated; a third dropped and re-created; rows before and after each.
-    # Expect: every final table equals upstream; the renamed column kept its data.
+    # table is truncated; a third dropped and re-created; rows before and after each. The target is a
+    # local folder, or an s3a:// one on a real S3-compatible server (testbed/s3_server.py; the log store
+    # check off: tests/e2e/test_object_storage.py's docstring says why).
+    # Expect: every final table equals upstream (on S3, also as delta-rs reads it there); the renamed
+    # column kept its data; the renamed table stayed in its folder, which `ticdc-delta tables` lists;
+    # the product's own tables are beside them (on S3, in the same bucket); a replay under a new group
+    # changes nothing and resurrects nothing.
     feed = ddl_evolution(items_feed())
-    topic, target = f"ddl-{unique}", str(tmp_path)
+    topic = f"ddl-{unique}"
+    target = f"s3a://lake/ddl-{unique}" if store == "s3" else str(tmp_path)
+    s3 = request.getfixturevalue("s3") if store == "s3" else None
+
+    def run(group: str):
+        config = job_config(kafka, topic, target, group, engine=engine)
+        if s3:
+            config = dataclasses.replace(config, target=dataclasses.replace(config.target, require_safe_commits=False))
+        return Pipeline.from_config(config, spark).run()
+
     publish(kafka, topic, feed.messages)
 
-    run_job(spark, kafka, topic, target, f"g-{unique}", engine=engine)
+    run(f"g-{unique}")
 
     for (database, table), ddl in DDL_EVOLUTION_TABLES.items():
         assert_table(spark, target, feed, database, table, ddl)
+        if s3:  # (local tables are read back with delta-rs after every test: tests/conftest.py)
+            assert_delta_rs_reads_as_spark(spark, table_path(spark, target, database, table), s3.storage_options())
     titles = {r["id"]: r["title"] for r in table_frame(spark, target, "archive", "items_2025").collect()}
     assert titles[0] == "item 0" and titles[2] == "big"
     assert_gone(spark, target, "shop", "items")
@@ -361,12 +393,16 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, capsys
     listed = {(t["database"], t["table"]): t["location"] for t in json.loads(capsys.readouterr().out)}
     assert listed == {("archive", "items_2025"): f"{target}/shop/items", ("shop", "logs"): f"{target}/shop/logs",
                       ("shop", "tmp"): f"{target}/shop/tmp"}
+    if s3:
+        keys = s3.keys("lake", f"ddl-{unique}/_ticdc/")
+        for own in ("checkpoints", "leases", "tables", "tombstones", "metrics"):
+            assert any(k.startswith(f"ddl-{unique}/_ticdc/{own}/_delta_log/") for k in keys), own
 
     # Replaying everything under a new group must neither change a table nor
     # resurrect the renamed-away or dropped ones.
     tables = [("archive", "items_2025"), ("shop", "logs"), ("shop", "tmp")]
     versions = {t: table_version(spark, target, *t) for t in tables}
-    replay = run_job(spark, kafka, topic, target, f"replay-{unique}", engine=engine)
+    replay = run(f"replay-{unique}")
     assert replay.rows_applied == 0 and replay.schema_changes == 0
     assert {t: table_version(spark, target, *t) for t in tables} == versions
     assert_gone(spark, target, "shop", "items")
