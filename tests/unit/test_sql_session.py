@@ -133,3 +133,48 @@ def test_a_setting_the_runtime_refuses_is_left_as_it_is_and_the_others_still_app
     with sql.settings({refused: "false", "x.materialize": "none"}):
         assert session.conf.values == {"x.materialize": "none"}
     assert session.conf.values == {}
+
+
+class _Context:
+    """An application: what a new session of it starts with."""
+
+    def __init__(self, started_with: dict[str, str]) -> None:
+        self.started_with = started_with
+
+
+class _ForkableConf(_Conf):
+    def __init__(self, values: dict[str, str], reads: list[str], name: str) -> None:
+        super().__init__()
+        self.values, self._reads, self._name = dict(values), reads, name
+
+    @property
+    def getAll(self) -> dict[str, str]:  # PySpark 4's property: a JVM call per setting, counted here
+        self._reads.append(self._name)
+        return dict(self.values)
+
+
+class _ForkableSession:
+    def __init__(self, context: _Context, values: dict[str, str], reads: list[str], name: str) -> None:
+        self.sparkContext, self._reads = context, reads
+        self.conf = _ForkableConf(values, reads, name)
+
+    def newSession(self) -> _ForkableSession:
+        return _ForkableSession(self.sparkContext, self.sparkContext.started_with, self._reads, "new")
+
+
+def test_forks_carry_the_users_settings_read_once_and_a_new_sessions_read_once_per_application():
+    # Setup: a user's session with a setting of their own; a job's SqlSession on it, forked three times
+    # (the lease's heartbeat, table-pool helpers); then the user changes the setting and a second job starts.
+    # Expect: every session carries the user's setting; the user's settings are read once per job, a new
+    # session's once for the application; the second job carries the changed value.
+    reads: list[str] = []
+    user = _ForkableSession(_Context({"spark.app.name": "app"}), {"spark.app.name": "app"}, reads, "user")
+    user.conf.set("spark.sql.shuffle.partitions", "7")
+    job = SqlSession(user)
+    forks = [job.fork() for _ in range(3)]
+    assert all(s.spark.conf.values["spark.sql.shuffle.partitions"] == "7" for s in [job, *forks])
+    assert all(s.spark is not user for s in [job, *forks])
+    assert reads.count("user") == 1 and reads.count("new") == 1
+    user.conf.set("spark.sql.shuffle.partitions", "9")
+    assert SqlSession(user).spark.conf.values["spark.sql.shuffle.partitions"] == "9"
+    assert reads.count("user") == 2 and reads.count("new") == 1
