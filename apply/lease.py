@@ -10,7 +10,8 @@ a `revision` that grows with every write, and `expires_at`.
 
 - Taking it: where the leases table is missing, create it holding this
   job's row (one commit; of two jobs creating it at once, one commit wins
-  and the other job goes on as below). Otherwise read the row; if it is free (none, released, or expired) write
+  and the other job goes on as below). Otherwise read the row; if it is
+  free (none, released, or expired) write
   the new owner with one MERGE that changes the row only if its revision is
   still the one read, then read it back. Of two jobs taking it at once, Delta's
   optimistic concurrency refuses one commit (a concurrent-modification error):
