@@ -199,10 +199,10 @@ class ConsumerLease:
     def _take(self, seen: LeaseRecord | None, now_us: int) -> bool:
         started = self._clock()
         new = self._successor(seen, now_us)
-        with self._lock:
+        with self._lock:  # (the write and the record it leaves, at once: as the heartbeat sees them)
             if not self._store.write(new, seen):
                 return False
-        self._taken(new, seen, now_us, started)
+            self._taken(new, seen, now_us, started)
         return True
 
     def _taken(self, new: LeaseRecord, seen: LeaseRecord | None, now_us: int, started: float) -> None:

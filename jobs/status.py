@@ -119,8 +119,9 @@ def gather_status(config: Config, spark) -> StatusReport:
     named: list[TableName] = []
     for table in TableRegistry(sql, locator, consumer).tables():
         # (Path tables' history tables are registered as well, as every table the job creates: once each.)
-        named.extend(t for t in (table, history.history_of(table) if history.wants(table) else None)
-                     if t is not None and t not in named)
+        for listed in (table, history.history_of(table)) if history.wants(table) else (table,):
+            if listed not in named:
+                named.append(listed)
     tables = [_table_status(sql, locator, tombstones, t) for t in named]
     saved_at = None
     if checkpoint is not None and checkpoint.saved_at is not None:

@@ -92,10 +92,9 @@ _LOCATED: dict[str, tuple[str, dict]] = {}  # local target -> (its registry's ne
 def located_path(spark, target: str, database: str, table: str) -> str:
     """`jobs.tables.table_path`, remembered per local target until its registry gets a commit (tests read
     tables many times between runs: a registry read is a Spark job)."""
-    registry = Path(target) / "_ticdc" / "tables"
     if "://" in target:
         return table_path(spark, target, database, table)
-    state = log_state(registry)
+    state = log_state(Path(target) / "_ticdc" / "tables")
     seen, paths = _LOCATED.get(target, ("", {}))
     if seen != state:
         paths = {}
