@@ -29,6 +29,7 @@ import zipfile
 from pathlib import Path
 
 from testbed.ports import free_port
+from testbed.processes import SERVER_JVM_OPTIONS
 from ticdc_delta.jobs.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ class ApicurioRegistry:
         java = shutil.which("java") or "java"
         self._process = subprocess.Popen(
             [
-                java, "-Xms64m", "-Xmx384m",
+                java, *SERVER_JVM_OPTIONS, "-Xms64m", "-Xmx384m",
                 f"-Dquarkus.http.port={self.port}",
                 "-Dquarkus.http.host=127.0.0.1",
                 "-Dquarkus.log.level=WARN",

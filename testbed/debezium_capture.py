@@ -27,6 +27,7 @@ import uuid
 from pathlib import Path
 
 from testbed.mariadb import DEBEZIUM_PASSWORD, DEBEZIUM_USER, MariaDb
+from testbed.processes import SERVER_JVM_OPTIONS
 from ticdc_delta.jobs.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -160,7 +161,7 @@ class DebeziumCapture:
         config.write_text("".join(f"{k}={_escape(v)}\n" for k, v in self.properties().items()))
         errors = open(self.work_dir / "capture.log", "ab")
         self._process = subprocess.Popen(
-            [java, "-Xms64m", "-Xmx384m", "-cp", f"{home / 'classes'}:{home / 'libs'}/*", _MAIN, str(config)],
+            [java, *SERVER_JVM_OPTIONS, "-Xms64m", "-Xmx384m", "-cp", f"{home / 'classes'}:{home / 'libs'}/*", _MAIN, str(config)],
             stdout=subprocess.PIPE,
             stderr=errors,
             text=True,

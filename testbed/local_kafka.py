@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.ports import free_port
+from testbed.processes import SERVER_JVM_OPTIONS
 from testbed.tls import Pkcs12Keystore
 from ticdc_delta.jobs.paths import cache_dir
 
@@ -209,6 +210,7 @@ class LocalKafka:
     def _java_command(self, libs: Path, main: str, *args: str) -> list[str]:
         return [
             self._java(),
+            *SERVER_JVM_OPTIONS,
             "-Xms256m",
             "-Xmx512m",
             f"-Dkafka.logs.dir={self.data_dir}",
