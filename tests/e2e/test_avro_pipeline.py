@@ -51,6 +51,8 @@ def avro_run(spark, kafka, registry, feed, target, group, extension: bool, engin
     ],
 )
 def test_avro_stream_into_delta_and_replay(spark, kafka, apicurio, tmp_path, unique, extension, engine):
+    """Over 60 s in CI only as `[plain-spark]`: the newest side's first Spark-engine test (its Kafka source,
+    streaming query and Python workers start cold there), run twice (the stream, then the replay)."""
     # Setup: the demo stream as TiCDC's avro protocol: a topic per table, tombstone deletes,
     # key changes as tombstone + insert, a column added mid-stream (a new schema id).
     # Expect: tables equal upstream; a replay under a new group changes no table.
