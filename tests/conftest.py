@@ -156,8 +156,8 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"{spent:7.1f} s  {path}")
     if _READ_BACK[0]:
         terminalreporter.write_line(
-            f"delta-rs read-back: {_READ_BACK[2]} materialized tables opened, {_READ_BACK[0]} tables compared with Spark's read, "
-            f"in {_READ_BACK[1]:.1f} s"
+            f"delta-rs read-back: {_READ_BACK[2]} materialized tables opened; {_READ_BACK[0]} tables (those and the "
+            f"product's own) compared with Spark's read; {_READ_BACK[1]:.1f} s"
         )
 
 
