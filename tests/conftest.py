@@ -129,7 +129,8 @@ def _table_shape(table: Path) -> str:
 
 
 def _worth_reading(table: Path) -> bool:
-    """Whether to compare the rows of `table` (delta-rs has opened every table by then: `_table_shape`)."""
+    """Whether to compare the rows of `table`; a materialized table is opened with delta-rs here either way
+    (`_table_shape`), so every one is checked to open."""
     if table.parent.name == "_ticdc":
         counts, limit = _OWN_TABLES_READ, _OWN_TABLE_READS_PER_KIND
         kind = "staging" if table.name.startswith("staging_") else table.name  # one per consumer, one schema
