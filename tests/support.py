@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -81,6 +82,17 @@ def job_config(kafka, topic: str | list[str], target: str, group: str, *, engine
 
 def run_job(spark, kafka, topic: str | list[str], target: str, group: str, *, engine: str = "driver", **sections) -> RunResult:
     return Pipeline.from_config(job_config(kafka, topic, target, group, engine=engine, **sections), spark).run()
+
+
+def s3_config(kafka, topic: str, target: str, group: str, *, safe_commits: bool = False, **sections):
+    """The job's configuration for an s3a:// target on the tests' S3 server: the log store check off unless
+    `safe_commits` (tests/e2e/test_object_storage.py's docstring says why)."""
+    config = job_config(kafka, topic, target, group, **sections)
+    return dataclasses.replace(config, target=dataclasses.replace(config.target, require_safe_commits=safe_commits))
+
+
+def run_on_s3(spark, kafka, topic: str, target: str, group: str, **sections) -> RunResult:
+    return Pipeline.from_config(s3_config(kafka, topic, target, group, **sections), spark).run()
 
 
 def staged_rows(spark, target: str, group: str) -> int:

@@ -10,29 +10,17 @@ test below shows it otherwise refuses.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from testbed.demo import demo_changefeed
 from testbed.encoders.canal import CanalJsonWriter
-from tests.support import assert_table, job_config, publish
+from tests.support import assert_table, publish, run_on_s3, s3_config
 from ticdc_delta.exceptions import ConfigError
-from ticdc_delta.jobs.pipeline import Pipeline
 from ticdc_delta.jobs.runtime import check_session
 
 pytestmark = [pytest.mark.e2e]
 BOTH_PAIRS = pytest.mark.both_pairs(
     "Hadoop's s3a connector and its AWS SDK differ per Spark line (Hadoop 3.3 with SDK v1, 3.4 with SDK v2)")
-
-def s3_config(kafka, topic: str, target: str, group: str, *, safe_commits: bool = False, **sections):
-    """The job's configuration; the log store check off unless `safe_commits` (see the module's docstring)."""
-    config = job_config(kafka, topic, target, group, **sections)
-    return dataclasses.replace(config, target=dataclasses.replace(config.target, require_safe_commits=safe_commits))
-
-
-def run_on_s3(spark, kafka, topic: str, target: str, group: str, **sections):
-    return Pipeline.from_config(s3_config(kafka, topic, target, group, **sections), spark).run()
 
 
 @BOTH_PAIRS

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from decimal import Decimal
@@ -16,9 +15,9 @@ from tests.support import (
     SPARK_ENGINE_PAIR,
     assert_gone,
     assert_table,
-    job_config,
     publish,
     run_job,
+    run_on_s3,
     spark_variant,
     staged_rows,
     table_frame,
@@ -28,7 +27,6 @@ from tests.workloads import DDL_EVOLUTION_TABLES, DEMO_TABLE_DDLS, ITEMS_DDL, dd
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs import cli
-from ticdc_delta.jobs.pipeline import Pipeline
 from ticdc_delta.jobs.tables import table_path
 
 pytestmark = pytest.mark.e2e
@@ -367,10 +365,7 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, store,
     s3 = request.getfixturevalue("s3") if store == "s3" else None
 
     def run(group: str):
-        config = job_config(kafka, topic, target, group, engine=engine)
-        if s3:
-            config = dataclasses.replace(config, target=dataclasses.replace(config.target, require_safe_commits=False))
-        return Pipeline.from_config(config, spark).run()
+        return (run_on_s3 if s3 else run_job)(spark, kafka, topic, target, group, engine=engine)
 
     publish(kafka, topic, feed.messages)
 
