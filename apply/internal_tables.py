@@ -49,7 +49,7 @@ def ensure_internal_table(
         return name
     locator.prepare_internal(sql)
     statement = f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING DELTA TBLPROPERTIES ({_properties(properties)})"
-    _create(sql, statement, name, guarded)
+    _create(sql, statement, f"create {name}", guarded)
     return name
 
 
@@ -61,23 +61,26 @@ def create_internal_table_as(
     *,
     properties: Mapping[str, str] | None = None,
     guarded: bool = True,
+    what: str = "",
 ) -> None:
     """Create one of the product's own Delta tables holding the rows of `select` (one commit); raises if the
-    table is there already, or another job's creation of it commits first."""
+    table is there already, or another job's creation of it commits first. `what`: the statement's name in
+    errors and logs (default: create <table>)."""
     name = locator.internal_sql_name(table)
     locator.prepare_internal(sql)
-    _create(sql, f"CREATE TABLE {name} USING DELTA TBLPROPERTIES ({_properties(properties)}) AS {select}", name, guarded)
+    statement = f"CREATE TABLE {name} USING DELTA TBLPROPERTIES ({_properties(properties)}) AS {select}"
+    _create(sql, statement, what or f"create {name}", guarded)
 
 
 def _properties(properties: Mapping[str, str] | None) -> str:
     return _PROPERTIES + "".join(f", '{k}' = '{v}'" for k, v in (properties or {}).items())
 
 
-def _create(sql: SqlSession, statement: str, name: str, guarded: bool) -> None:
+def _create(sql: SqlSession, statement: str, what: str, guarded: bool) -> None:
     if guarded:
-        sql.run(statement, what=f"create {name}")
+        sql.run(statement, what=what)
     else:
-        sql.run_unguarded(statement, what=f"create {name}")
+        sql.run_unguarded(statement, what=what)
 
 
 def append_internal_rows(
@@ -108,9 +111,8 @@ def append_internal_rows(
     what = what or f"append to {name}"
     with sql.view(rows, schema) as source:
         if not exists and not locator.internal_table_exists(sql, table):
-            locator.prepare_internal(sql)
             try:
-                sql.run(f"CREATE TABLE {name} USING DELTA TBLPROPERTIES ({_PROPERTIES}) AS SELECT /*+ COALESCE(1) */ * FROM {source}", what=what)
+                create_internal_table_as(sql, locator, table, f"SELECT /*+ COALESCE(1) */ * FROM {source}", what=what)
                 return
             except AnalysisException as err:
                 if error_condition(err) not in _ALREADY_THERE:

@@ -107,7 +107,8 @@ class DeltaLeaseStore:
         # read and the MERGE that inserting it would take (about a second and a half a run).
         literals = _literals(first)
         select = "SELECT " + ", ".join(f"CAST({literals[name]} AS {kind}) AS {name}" for name, kind in _COLUMNS)
-        for attempt in range(1, _CREATE_ATTEMPTS + 1):
+        attempt = 1
+        while True:
             try:
                 create_internal_table_as(self._sql, self._locator, TABLE, select, properties=_PROPERTIES, guarded=False)
             except Exception:
@@ -121,7 +122,7 @@ class DeltaLeaseStore:
             else:
                 return True  # without IF NOT EXISTS: it succeeds only where this job's commit made the table
             time.sleep(attempt)
-        return False  # (not reached: the last attempt returns or raises)
+            attempt += 1
 
     def _exists(self) -> bool:
         try:
