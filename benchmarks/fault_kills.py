@@ -2,11 +2,11 @@
 
 A run is one protocol's workload published to a topic of its own, applied into a fresh target by a fresh
 consumer group: the job (`benchmarks.fault_job`, a process group with its Spark JVM) is killed at a random
-site and occurrence, restarted, killed again, ... then restarted without a kill switch until idle. A run
-is equal when every table equals the upstream model (rows and columns, and no other table exists) and no
-table has more Delta versions for one applied point (commitTs, or offsets for the avro protocol) than an
-uninterrupted run of the same workload made (one, or two for ADD COLUMN ... DEFAULT: the column, then its
-backfill).
+site and occurrence, restarted, killed again, ... then restarted without a kill switch until idle (that
+last restart in the checking process, on its Spark session). A run is equal when every table equals the
+upstream model (rows and columns, and no other table exists) and no table has more Delta versions for one
+applied point (commitTs, or offsets for the avro protocol) than an uninterrupted run of the same workload
+made (one, or two for ADD COLUMN ... DEFAULT: the column, then its backfill).
 
 Workloads: for every protocol that carries DDL, a table changed over many transactions, then ADD COLUMN
 with and without default, DROP, RENAME and MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and re-CREATE
@@ -374,8 +374,8 @@ def _start_job(arguments: list[str], log: Path) -> int:
 def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, rng: random.Random, baseline, spark,
              *, planned: Sequence[KillPlan] = (), reference: Path | None = None) -> RunOutcome:
     """Kill the job up to `kills_wanted` times (the i-th as `planned[i]` says, where given; else at a random
-    point), restart it without a kill switch, check the target (and its history tables against those of
-    `reference`, an uninterrupted run's target, where given)."""
+    point), restart it without a kill switch (in this process: `_final_run`), check the target (and its history
+    tables against those of `reference`, an uninterrupted run's target, where given)."""
     started = time.monotonic()
     config = write_config(workdir / "job.toml", sections)
     kill_log, job_log = workdir / "kills.log", workdir / "job.log"
@@ -396,14 +396,42 @@ def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, 
         if status != 0:
             return RunOutcome(scene.protocol, kills, [f"the job failed (exit {status}) planned to be killed at {plan}; see {job_log}"], time.monotonic() - started)
         break  # the job finished before the kill point: the stream is applied
-    status = _start_job(["ticdc_delta.jobs.cli", "run", "--config", str(config)], job_log)
-    if status != 0:
-        return RunOutcome(scene.protocol, kills, [f"the final run failed (exit {status}); see {job_log}"], time.monotonic() - started)
+    try:
+        _final_run(spark, sections, job_log)
+    except Exception as err:  # noqa: BLE001 - reported as the run's problem
+        return RunOutcome(scene.protocol, kills, [f"the final run failed ({err}); see {job_log}"], time.monotonic() - started)
     target = Path(sections["target"]["path"])
     problems = differences(spark, target, scene.feed, baseline)
     if reference is not None:
         problems += history_differences(spark, target, reference)
     return RunOutcome(scene.protocol, kills, problems, time.monotonic() - started)
+
+
+def _final_run(spark, sections: dict, log: Path) -> None:
+    """The last restart, without a kill switch, in this process on `spark`, its lines appended to `log`.
+
+    Each killed job's successor is a new process already (the next kill run, a restart of the one before);
+    this one needs no JVM of its own, whose start and cold run cost 20-30 s of a CI side's time."""
+    import logging
+
+    from ticdc_delta.jobs import config as config_module
+    from ticdc_delta.jobs.pipeline import Pipeline
+
+    product = logging.getLogger("ticdc_delta")
+    handler = logging.FileHandler(log)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    level = product.level
+    product.addHandler(handler)
+    product.setLevel(logging.INFO)
+    try:
+        handler.stream.write("--- the final restart, in the checking process\n")
+        # (Spark's settings are the session's: `spark.conf` configures a job process's own.)
+        values = {name: value for name, value in sections.items() if name != "spark.conf"}
+        Pipeline.from_config(config_module.from_mapping(values), spark).run()
+    finally:
+        product.removeHandler(handler)
+        product.setLevel(level)
+        handler.close()
 
 
 def uninterrupted(spark, sections: dict, scene: Scenario):

@@ -171,12 +171,40 @@ def _ivy_home(packages: Sequence[str]) -> Path:
     return cache_dir() / "ivy" / name
 
 
+def share_ivy_cache(home: Path) -> None:
+    """Make `home`'s Ivy cache (Spark puts it at `<home>/cache`) the one every set of packages of this Spark
+    line shares: a set resolves from what another already fetched (Delta's jars for the Kafka source's set,
+    ...). Fetching is mostly the round trips of a few hundred POMs, one after another: a fresh set took
+    21 s to resolve, 1.2 s from the shared cache (measured, Delta alone). One cache per line: two Spark
+    lines share few artifacts, and Ivy does not lock its cache against another JVM resolving into it."""
+    cache = home / "cache"
+    if cache.is_symlink() or cache.exists():
+        return
+    spark_minor, scala = _spark_line()
+    shared = home.parent / f"cache-spark-{spark_minor}-scala-{scala}"
+    shared.mkdir(parents=True, exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
+    try:
+        cache.symlink_to(shared, target_is_directory=True)
+    except FileExistsError:  # another process linked it first
+        pass
+    except OSError as err:  # a file system without symbolic links: this set keeps a cache of its own
+        log.debug("Ivy cache of %s not shared: %s", home, err)
+
+
+def cached_jars(packages: Sequence[str]) -> list[Path]:
+    """The jars of `packages` (with their dependencies) once a local session has resolved them, else []."""
+    home = _ivy_home(packages)
+    return sorted((home / "jars").glob("*.jar")) if (home / ".complete").exists() else []
+
+
 def _jar_settings(packages: Sequence[str]) -> dict[str, str]:
     """Resolved jars once they are cached (no Ivy run), else the Maven coordinates."""
     home = _ivy_home(packages)
-    jars = sorted((home / "jars").glob("*.jar"))
-    if (home / ".complete").exists() and jars:
+    jars = cached_jars(packages)
+    if jars:
         return {"spark.jars": ",".join(str(j) for j in jars)}
+    share_ivy_cache(home)
     ivy_settings = cache_dir() / "ivysettings.xml"
     ivy_settings.write_text(_IVY_SETTINGS)
     return {

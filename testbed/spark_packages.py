@@ -10,7 +10,11 @@ line keep the source's interfaces. A user's repository with the exact release ne
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
+from testbed.processes import ROOT
 from ticdc_delta.jobs.session import KAFKA_SOURCE_VERSION_ENV
 
 # Spark line -> the newest release whose spark-sql-kafka-0-10 and spark-token-provider-kafka-0-10 jars resolve here.
@@ -34,3 +38,28 @@ def test_session_packages() -> list[str]:
     use_resolvable_kafka_source()
     return [kafka_source_package(), hadoop_aws_package()]
 
+
+
+def start_fetching_test_session_packages(log: Path) -> subprocess.Popen | None:
+    """Resolve the tests' session packages (`test_session_packages`, with Delta) in a background process, or
+    None when they are already cached.
+
+    From an empty cache Ivy spends 30-50 s on one round trip after another (a few hundred POMs), waiting
+    far more than working: started before the unit tests, it is done when the first end-to-end test starts
+    the session, which then takes the jars from the cache. The set holds every artifact the job processes'
+    smaller sets need (Delta alone, with the Kafka source, with the S3 connector), which resolve from the
+    Ivy cache they share (`jobs.session.share_ivy_cache`)."""
+    from ticdc_delta.jobs.session import cached_jars, delta_package
+
+    if cached_jars([delta_package(), *test_session_packages()]):
+        return None
+    with open(log, "w") as out:
+        return subprocess.Popen([sys.executable, "-c", _FETCH], stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+
+
+# A local session asking for them (Ivy fetches them into the cache and marks them complete), stopped at once.
+_FETCH = (
+    "from testbed.spark_packages import test_session_packages; from ticdc_delta.jobs.session import get_spark; "
+    "get_spark('local[1]', packages=test_session_packages()).stop()"
+)

@@ -62,6 +62,23 @@ def pytest_collection_modifyitems(items):
                     f"`scripts/test --pair {this_pair}` runs it here"
                 )
             )
+    # The unit tests first: meanwhile the Spark session's jars are fetched (pytest_collection_finish).
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
+
+
+# The background fetch of the tests' Spark packages, while the unit tests run (`spark` waits for it).
+_FETCHING = []
+
+
+def pytest_collection_finish(session):
+    if any(item.get_closest_marker("e2e") and not item.get_closest_marker("skip") for item in session.items):
+        import pyspark
+
+        from testbed.spark_packages import start_fetching_test_session_packages
+        from ticdc_delta.jobs.paths import cache_dir
+
+        log = cache_dir() / f"fetch-spark-{pyspark.__version__}.log"
+        _FETCHING.append((start_fetching_test_session_packages(log), log))
 
 
 def pytest_configure(config):
@@ -225,6 +242,10 @@ def kafka(_starting_broker):
 def spark(tmp_path_factory, _starting_broker):
     from testbed.spark_packages import test_session_packages
     from ticdc_delta.jobs.session import get_spark
+
+    for fetching, log in _FETCHING:
+        if fetching is not None and fetching.wait() != 0:  # the session's own start below says why
+            print(f"fetching the Spark packages in the background failed: see {log}")
 
     session = get_spark(
         "local[2]",

@@ -1,13 +1,16 @@
-"""One job per consumer: two jobs started at once, then the winner paused past its lease, as real processes.
+"""One job per consumer: two jobs started at once, then the winner paused past its lease, as real processes
+(and a third job, in the test's own process, taking the lease over).
 
 A killed holder taken over at once is checked by every restart of tests/e2e/test_crash_recovery.py.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,13 +22,15 @@ from testbed.processes import short_lived_jvm, wheel_task_command
 from tests.support import TEST_SESSION_CONF, assert_table, publish
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.apply.progress import applied_history
+from ticdc_delta.jobs.config import load
+from ticdc_delta.jobs.pipeline import Pipeline
 from ticdc_delta.schema_cache.events import TableName
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.process,
     pytest.mark.one_pair(
-        "three job processes (a Spark JVM each) of Python 3.12 with Spark 3.5 (Databricks Runtime 16.x) on the oldest "
+        "two job processes (a Spark JVM each) of Python 3.12 with Spark 3.5 (Databricks Runtime 16.x) on the oldest "
         "pair; the lease's statements are the MERGE and reads every other test runs on both pairs, and "
         "tests/unit/test_lease.py covers its decisions",
         pair="oldest",
@@ -104,6 +109,35 @@ def _checkpoints_saved(target: Path) -> int:
     return max(0, len(list(log.glob("*.json"))) - 1) if log.is_dir() else 0
 
 
+def _run_c_until_done(spark, config: Path, log: Path, then_resume: subprocess.Popen) -> bool:
+    """Job C, in this process on the tests' session (a JVM start less; the lease's decisions are the same
+    Python), its lines in `log`: once it has taken the lease over, `then_resume`'s process group continues.
+    Whether it took the lease over before it ended (it ends normally, or raises)."""
+    took_over = threading.Event()
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "took it over (epoch 2)" in record.getMessage() and not took_over.is_set():
+                took_over.set()
+                os.killpg(then_resume.pid, signal.SIGCONT)
+
+    product = logging.getLogger("ticdc_delta")
+    handlers = [logging.FileHandler(log), Watch()]
+    handlers[0].setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    level = product.level
+    product.setLevel(logging.INFO)
+    for handler in handlers:
+        product.addHandler(handler)
+    try:
+        Pipeline.from_config(load(str(config)), spark).run()
+    finally:
+        for handler in handlers:
+            product.removeHandler(handler)
+            handler.close()
+        product.setLevel(level)
+    return took_over.is_set()
+
+
 def _lease_row(spark, target: Path, consumer: str):
     rows = spark.sql(f"SELECT * FROM delta.`{target}/_ticdc/leases` WHERE consumer = '{consumer}'").collect()
     assert len(rows) == 1
@@ -121,18 +155,21 @@ def _assert_applied_once(spark, target: Path) -> None:
 def test_two_jobs_at_once_one_exits_5_and_a_paused_holder_is_taken_over_after_its_lease_expires(
     spark, kafka, tmp_path, unique, runtime_python_with_spark
 ):
-    """One scenario, three job processes (a Spark JVM each; CI time: one process less than two tests): about
-    two minutes, most of it the paused holder's lease running out (LEASE_SECONDS) and three JVM starts."""
-    # The jobs are the installed wheel's driver engine on Python 3.12 with this pair's Spark and Delta: on the
-    # oldest pair, Databricks Runtime 16.x's pair (its Spark engine: tests/e2e/test_packaging.py).
+    """One scenario, two job processes (a Spark JVM each) and a job in this process (CI time: a JVM start less
+    each): about two minutes, most of it the paused holder's lease running out (LEASE_SECONDS) and two JVM
+    starts."""
+    # Jobs A and B are the installed wheel's driver engine on Python 3.12 with this pair's Spark and Delta: on
+    # the oldest pair, Databricks Runtime 16.x's pair (its Spark engine: tests/e2e/test_packaging.py). Job C
+    # runs in this process (the checkout's code on the tests' Spark session): what a lease holder's process
+    # is, paused or ended, is seen from outside it either way.
     # Setup: the demo stream (two tables, a DDL) in small batches; jobs A and B with the same configuration
     # (consumer group, target) started at the same moment. Once the loser has exited and the winner has
     # saved two checkpoints, the winner's whole process group (Python and Spark's JVM) is stopped with
     # SIGSTOP, as a long GC pause or a frozen VM would; job C starts on the same configuration; once C has
-    # taken the lease over, the winner continues.
+    # taken the lease over, the winner continues (SIGCONT, sent as C logs its takeover).
     # Expect: exactly one of A and B takes the lease (epoch 1); the other waits, sees it renewed, and exits 5
     # naming the other job, having applied nothing. C takes the lease over once it has expired (the paused
-    # winner's process still exists) (epoch 2), applies the rest and exits 0; the winner finds its lease gone
+    # winner's process still exists) (epoch 2), applies the rest and ends normally; the winner finds its lease gone
     # at its next write and exits 5 without writing. The tables equal upstream, each commitTs applied once;
     # the lease ends released at epoch 2.
     feed = demo_changefeed(seed=12, changes=150)
@@ -150,16 +187,15 @@ def test_two_jobs_at_once_one_exits_5_and_a_paused_holder_is_taken_over_after_it
         _wait_for(lambda: _checkpoints_saved(target) >= 2 or jobs[winner].poll() is not None, "the winner's second checkpoint")
         assert jobs[winner].poll() is None, f"the winner finished before it could be paused; see {logs[winner]}"
         os.killpg(jobs[winner].pid, signal.SIGSTOP)
-        jobs["c"] = _start(runtime_python_with_spark, config, logs["c"])
-        _wait_for(lambda: "took it over (epoch 2)" in logs["c"].read_text() or jobs["c"].poll() is not None,
-                  "job C's takeover")
+        took_over = _run_c_until_done(spark, config, logs["c"], then_resume=jobs[winner])
     finally:
         for job in jobs.values():
             if job.poll() is None:
                 os.killpg(job.pid, signal.SIGCONT)
     statuses = {name: _finish(job) for name, job in jobs.items()}
 
-    assert statuses == {loser: LEASE_HELD, winner: LEASE_HELD, "c": 0}, f"exit statuses {statuses}; see {logs}"
+    assert took_over, f"job C ended without taking the lease over; see {logs['c']}"
+    assert statuses == {loser: LEASE_HELD, winner: LEASE_HELD}, f"exit statuses {statuses}; see {logs}"
     lost = logs[loser].read_text()
     assert "is being run by another job" in lost and "renewed its lease while this job waited" in lost
     # It never held the lease, so it never read a checkpoint nor applied a batch.

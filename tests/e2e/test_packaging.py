@@ -20,7 +20,7 @@ from tests.installed import virtualenv
 from tests.support import assert_table, publish
 from tests.workloads import DEMO_TABLE_DDLS
 from ticdc_delta.jobs.paths import cache_dir
-from ticdc_delta.jobs.session import delta_package, kafka_source_package
+from ticdc_delta.jobs.session import delta_package, kafka_source_package, share_ivy_cache
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs("the wheel as each supported Python builds and installs it")]
 
@@ -132,6 +132,8 @@ def test_spark_submit_runs_the_spark_engine_on_python_3_12(runtime_python, spark
         f'[target]\npath = "{target}"\n[run]\nengine = "spark"\n'
     )
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    ivy = cache_dir() / "ivy" / "spark-submit"
+    share_ivy_cache(ivy)  # what the local sessions fetched: resolved without a round trip (CI time)
     command = [
         str(spark_submit),
         "--master", "local[2]",
@@ -139,7 +141,7 @@ def test_spark_submit_runs_the_spark_engine_on_python_3_12(runtime_python, spark
         "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
         "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # cached across runs (the example in docs/running.md leaves Ivy at its defaults)
-        "--conf", f"spark.jars.ivy={cache_dir() / 'ivy' / 'spark-submit'}",
+        "--conf", f"spark.jars.ivy={ivy}",
         "--conf", "spark.ui.enabled=false",
         _installed_spark_submit_file(runtime_python),
         "run", "--config", str(config), "--until-idle",

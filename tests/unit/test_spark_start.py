@@ -39,3 +39,27 @@ def test_no_java_names_java_home(monkeypatch, java_home):
 
 def test_another_failure_keeps_its_first_line():
     assert session._start_failure([], RuntimeError("bad conf\ndetails")) == "Spark did not start: bad conf"
+
+
+def test_every_set_of_packages_resolves_into_one_ivy_cache_of_its_spark_line(monkeypatch, tmp_path):
+    # Expect: two sets' Ivy homes keep their own jars folders, and their caches are one folder, so the second set
+    # fetches nothing the first already has; a home whose cache exists is left as it is.
+    monkeypatch.setenv("TICDC_DELTA_CACHE", str(tmp_path))
+    delta, kafka = "io.delta:delta-spark_2.13:4.0.0", "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0"
+
+    first, second = session._jar_settings([delta]), session._jar_settings([delta, kafka])
+
+    homes = [tmp_path.resolve() / "ivy" / name for name in (
+        "io.delta_delta-spark_2.13_4.0.0",
+        "io.delta_delta-spark_2.13_4.0.0+org.apache.spark_spark-sql-kafka-0-10_2.13_4.0.0",
+    )]
+    assert [first["spark.jars.ivy"], second["spark.jars.ivy"]] == [str(home) for home in homes]
+    (homes[0] / "cache" / "a.pom").write_text("fetched once")
+    assert (homes[1] / "cache" / "a.pom").read_text() == "fetched once"
+    spark_minor, scala = session._spark_line()
+    assert (homes[0] / "cache").resolve().name == f"cache-spark-{spark_minor}-scala-{scala}"
+
+    own = tmp_path / "ivy" / "own"
+    (own / "cache").mkdir(parents=True)
+    session.share_ivy_cache(own)
+    assert not (own / "cache").is_symlink()
