@@ -23,7 +23,7 @@ LOGS_DDL = "id INT, msg STRING"
 
 def test_a_consistent_read_of_two_tables_is_upstream_at_one_commit_ts(spark, kafka, tmp_path, unique, capsys):
     """Over 60 s in CI because it is the newest side's first end-to-end test: its set-up starts the session's
-    Spark (and, on an empty cache, fetches the Delta jars) and broker, and its first statements run cold."""
+    Spark and the broker, and its statements (a batch every three messages) are the side's first, run cold."""
     # Setup: two tables changed by six transactions, some touching one table, some both; the job applies
     # them in batches of a few messages (versions at different points per table).
     # Expect: for three transactions' commitTs and one after the last, the consistent read lands at a
