@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +69,13 @@ def pytest_collection_modifyitems(items):
 
 # The background fetch of the tests' Spark packages, while the unit tests run (`spark` waits for it).
 _FETCHING = []
+
+
+def pytest_sessionfinish(session):
+    for fetching, _ in _FETCHING:  # a run that ended before its first end-to-end test leaves no process behind
+        if fetching is not None and fetching.poll() is None:
+            fetching.kill()
+            fetching.wait()
 
 
 def pytest_collection_finish(session):
@@ -244,7 +252,14 @@ def spark(tmp_path_factory, _starting_broker):
     from ticdc_delta.jobs.session import get_spark
 
     for fetching, log in _FETCHING:
-        if fetching is not None and fetching.wait() != 0:  # the session's own start below says why
+        if fetching is None:
+            continue
+        try:
+            status = fetching.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            fetching.kill()
+            status = fetching.wait()
+        if status != 0:  # the session's own start below fetches them again, or says why it cannot
             print(f"fetching the Spark packages in the background failed: see {log}")
 
     session = get_spark(
