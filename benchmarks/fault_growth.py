@@ -1,7 +1,7 @@
 """The fault script's growth section: the checkpoint table after many batches, with its retention and compaction.
 
     .venv/bin/python benchmarks/faults.py --only growth [--growth-batches N] [--growth-keep K] [--growth-cleanup-every E]
-        [--growth-workdir DIR | --growth-resume DIR/ticdc-growth-...]
+        [--growth-workdir DIR | --growth-resume DIR/ticdc-growth-...] [--target s3 [--s3-fast-listing off]]
 
 Saves `--growth-batches` checkpoints through the product's own `CheckpointStore` on a local Spark + Delta
 session, as the job does after each batch: save, then clean up when the batch number says so
@@ -21,7 +21,9 @@ removes), at any sample or at the end.
 
 10,000 saves take longer than a working session on a 2-core machine (each save lists the table's
 `_delta_log` on a local file system, which grows by four files a save for a day or two: see docs/performance.md).
-A run stopped part-way leaves its table in `--growth-workdir`; `--growth-resume` continues that table
+With `--target s3` the table is on a local S3-compatible server (moto, reached through s3a), with Delta's
+fast listing of `_delta_log` (`spark.hadoop.delta.enableFastS3AListFrom`) on unless `--s3-fast-listing off`.
+A local run stopped part-way leaves its table in `--growth-workdir`; `--growth-resume` continues that table
 from each consumer's newest checkpoint up to `--growth-batches` saves in all, keeping the table (the
 figures then count the saves of the whole table, the timings those of this run).
 """
@@ -34,7 +36,9 @@ import os
 import statistics
 import tempfile
 import time
+import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,26 +108,41 @@ def _log_kind(name: str) -> str:
     return "other"
 
 
-def look(sql, name: str, folder: Path) -> Look:
+def local_files(folder: Path) -> Callable[[], dict[str, int]]:
+    """Every file under `folder` (path relative to it -> bytes)."""
+    return lambda: {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+
+
+def s3_files(server, bucket: str, prefix: str) -> Callable[[], dict[str, int]]:
+    """Every object under `prefix` of `bucket` on `server` (a testbed.s3_server.S3Server): key after the
+    prefix -> bytes."""
+    def listed() -> dict[str, int]:
+        pages = server.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/")
+        return {item["Key"][len(prefix.rstrip("/")) + 1:]: item["Size"] for page in pages for item in page.get("Contents", [])}
+
+    return listed
+
+
+def look(sql, name: str, files: Callable[[], dict[str, int]]) -> Look:
     rows = {r["consumer"]: r["n"] for r in sql.sql(f"SELECT consumer, count(*) AS n FROM {name} GROUP BY consumer").collect()}
     live = sql.sql(f"DESCRIBE DETAIL {name}").collect()[0]["numFiles"]
-    data = list(folder.glob("*.parquet"))
-    log = [p for p in (folder / "_delta_log").rglob("*") if p.is_file()]
-    everything = [p for p in folder.rglob("*") if p.is_file()]
+    everything = files()
+    data = {path: size for path, size in everything.items() if "/" not in path and path.endswith(".parquet")}
+    log = {path: size for path, size in everything.items() if path.startswith("_delta_log/")}
     kinds: dict[str, int] = defaultdict(int)
     for path in log:
-        kinds[_log_kind(path.name)] += 1
+        kinds[_log_kind(path.rsplit("/", 1)[-1])] += 1
     return Look(
         rows=dict(sorted(rows.items())),
         live_files=live,
         data_files=len(data),
-        data_bytes=sum(p.stat().st_size for p in data),
-        local_checksums=len(list(folder.glob(".*.crc"))),
+        data_bytes=sum(data.values()),
+        local_checksums=sum(1 for path in everything if "/" not in path and path.startswith(".") and path.endswith(".crc")),
         log_files=len(log),
-        log_bytes=sum(p.stat().st_size for p in log),
+        log_bytes=sum(log.values()),
         log_kinds=dict(sorted(kinds.items())),
         total_files=len(everything),
-        total_bytes=sum(p.stat().st_size for p in everything),
+        total_bytes=sum(everything.values()),
     )
 
 
@@ -163,7 +182,7 @@ def _checkpoint(consumer: str, batch: int, state: bytes):
     return Checkpoint(consumer, batch, offsets, watermarks, state)
 
 
-def _save_all(args, store, retention, sql, name: str, folder: Path, consumers: list[str]) -> tuple[Timings, list[str]]:
+def _save_all(args, store, retention, sql, name: str, files, consumers: list[str]) -> tuple[Timings, list[str]]:
     timings, problems = Timings(), []
     # Each consumer's batches are numbered 1, 2, ... and saved round-robin: a resumed table's newest
     # checkpoints say how many were saved.
@@ -191,7 +210,7 @@ def _save_all(args, store, retention, sql, name: str, folder: Path, consumers: l
             for step, seconds in (report.seconds if report else {}).items():
                 timings.steps[step].append(seconds)
         if n % args.growth_sample_every == 0:
-            now = look(sql, name, folder)
+            now = look(sql, name, files)
             problems += bounded(now, retention, len(consumers))
             print(f"  ... {n:,} saves, {time.perf_counter() - started:,.0f} s: {describe(now)}", flush=True)
     return timings, problems
@@ -236,22 +255,35 @@ def run(args: argparse.Namespace) -> bool:
         f"after {retention.file_seconds} s",
         flush=True,
     )
-    spark = get_spark("local[*]")
-    sql = SqlSession(spark)
-    if args.growth_resume is not None:
-        if not (args.growth_resume / "_ticdc" / "checkpoints" / "_delta_log").is_dir():
-            raise SystemExit(f"--growth-resume: no checkpoint table in {args.growth_resume}")
-        folder_of_run = contextlib.nullcontext(str(args.growth_resume))
-    else:
-        folder_of_run = tempfile.TemporaryDirectory(prefix="ticdc-growth-", dir=args.growth_workdir)
-    with folder_of_run as workdir:
+    with contextlib.ExitStack() as stack:
+        if args.target == "s3":
+            if args.growth_resume is not None:
+                raise SystemExit("--growth-resume: a local folder's table only (the S3 server keeps objects in memory)")
+            from testbed.s3_server import S3Server, s3_spark_conf
+            from ticdc_delta.jobs.session import hadoop_aws_package
+
+            server = stack.enter_context(S3Server())
+            server.create_bucket("lake")
+            spark = get_spark("local[*]", s3_spark_conf(server, args.s3_fast_listing == "on"), [hadoop_aws_package()])
+            workdir = f"s3a://lake/ticdc-growth-{uuid.uuid4().hex[:8]}"
+            files = s3_files(server, "lake", workdir.removeprefix("s3a://lake/") + "/_ticdc/checkpoints")
+            print(f"on S3 ({server.endpoint}), Delta's fast listing {args.s3_fast_listing}", flush=True)
+        else:
+            spark = get_spark("local[*]")
+            if args.growth_resume is not None:
+                if not (args.growth_resume / "_ticdc" / "checkpoints" / "_delta_log").is_dir():
+                    raise SystemExit(f"--growth-resume: no checkpoint table in {args.growth_resume}")
+                workdir = str(args.growth_resume)
+            else:
+                workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="ticdc-growth-", dir=args.growth_workdir))
+            files = local_files(Path(workdir) / "_ticdc" / "checkpoints")
+        sql = SqlSession(spark)
         print(f"the table's folder: {workdir}", flush=True)
         locator = PathLocator(workdir)
         store = CheckpointStore(sql, locator, retention)
         name = locator.internal_sql_name("checkpoints")
-        folder = Path(workdir) / "_ticdc" / "checkpoints"
-        timings, problems = _save_all(args, store, retention, sql, name, folder, consumers)
-        final = look(sql, name, folder)
+        timings, problems = _save_all(args, store, retention, sql, name, files, consumers)
+        final = look(sql, name, files)
         problems += bounded(final, retention, len(consumers))
         newest = {c: store.load(c).batch for c in consumers}
     print(f"at the end: {describe(final)}", flush=True)

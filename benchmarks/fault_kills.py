@@ -169,7 +169,7 @@ def _toml_value(value) -> str:
     return json.dumps(str(value))  # a TOML basic string is a JSON string
 
 
-def job_sections(bootstrap_servers: str, scene: Scenario, target: Path, group: str, batch_messages: int) -> dict:
+def job_sections(bootstrap_servers: str, scene: Scenario, target: str | Path, group: str, batch_messages: int) -> dict:
     return {
         "kafka": {"bootstrap_servers": bootstrap_servers, "topics": scene.topics(), "group_id": group},
         "target": {"path": str(target)},
@@ -210,18 +210,18 @@ def _point_key(user_metadata: str | None) -> str | None:
     return json.dumps(point, sort_keys=True) if point else None
 
 
-def located(spark, target: Path) -> dict[tuple[str, str], Path]:
-    """Every table the registry says is under `target` (upstream names), and its folder: renamed tables stay
-    in their folder (`apply.table_places`)."""
+def located(spark, target: str | Path) -> dict[tuple[str, str], str]:
+    """Every table the registry says is under `target` (a folder or an s3a:// location; upstream names), and
+    its location: renamed tables stay in their folder (`apply.table_places`)."""
     from ticdc_delta.apply.locator import PathLocator
     from ticdc_delta.apply.sql_session import SqlSession
 
     locator = PathLocator(str(target))
     locator.load(SqlSession(spark, isolate=False))
-    return {(t.database, t.table): target / folder for t, folder in locator.places.held().items()}
+    return {(t.database, t.table): f"{str(target).rstrip('/')}/{folder}" for t, folder in locator.places.held().items()}
 
 
-def versions_per_point(spark, target: Path, feed) -> dict[tuple[str, str], Counter]:
+def versions_per_point(spark, target: str | Path, feed) -> dict[tuple[str, str], Counter]:
     """Per upstream table, how many Delta versions record each applied point."""
     folders = located(spark, target)
     out = {}
@@ -231,21 +231,29 @@ def versions_per_point(spark, target: Path, feed) -> dict[tuple[str, str], Count
     return out
 
 
-def _table_dirs(target: Path) -> set[Path]:
-    """The folders holding a Delta table, but the product's own."""
-    return {t for d in target.iterdir() if d.is_dir() and d.name != "_ticdc"
-            for t in d.iterdir() if (t / "_delta_log").is_dir()}
+def _table_dirs(spark, target: str | Path) -> set[str]:
+    """The folders holding a Delta table, but the product's own, as `located` names them (relative to
+    `target`): listed through Hadoop's file system API, the same for a local folder and s3a://."""
+    jvm = spark.sparkContext._jvm
+    root = jvm.org.apache.hadoop.fs.Path(str(target))
+    fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+    def folders(path):
+        return [status.getPath() for status in fs.listStatus(path) if status.isDirectory()]
+
+    return {f"{database.getName()}/{table.getName()}" for database in folders(root) if database.getName() != "_ticdc"
+            for table in folders(database) if fs.exists(jvm.org.apache.hadoop.fs.Path(table, "_delta_log"))}
 
 
 def _is_history(name: tuple[str, str]) -> bool:
     return name[0].endswith("_history")  # `apply.history`'s default suffix
 
 
-def _history_tables(spark, target: Path) -> dict[tuple[str, str], Path]:
+def _history_tables(spark, target: str | Path) -> dict[tuple[str, str], str]:
     return {name: folder for name, folder in located(spark, target).items() if _is_history(name)}
 
 
-def history_differences(spark, target: Path, reference: Path) -> list[str]:
+def history_differences(spark, target: str | Path, reference: str | Path) -> list[str]:
     """Where the history tables under `target` differ from those of `reference` (an uninterrupted run's
     target): the same tables, each with the same columns and the same states (rows), nothing else."""
     problems = []
@@ -268,7 +276,7 @@ def history_differences(spark, target: Path, reference: Path) -> list[str]:
     return problems
 
 
-def differences(spark, target: Path, feed, baseline: dict | None) -> list[str]:
+def differences(spark, target: str | Path, feed, baseline: dict | None) -> list[str]:
     """What is wrong with the target against the upstream model (and the uninterrupted run's versions)."""
     problems = []
     folders = located(spark, target)
@@ -277,7 +285,8 @@ def differences(spark, target: Path, feed, baseline: dict | None) -> list[str]:
         problems.append(f"tables {sorted(tables)}, upstream {sorted(feed.table_names())}")
         return problems
     # Nothing left behind: every table folder is a registered table's (dropped ones' are deleted).
-    left = sorted(str(d.relative_to(target)) for d in _table_dirs(target) - set(folders.values()))
+    held = {location.removeprefix(str(target).rstrip("/") + "/") for location in folders.values()}
+    left = sorted(_table_dirs(spark, target) - held)
     if left:
         problems.append(f"folders no table holds: {left}")
     for database, table in feed.table_names():
@@ -372,7 +381,7 @@ def _start_job(arguments: list[str], log: Path) -> int:
 
 
 def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, rng: random.Random, baseline, spark,
-             *, planned: Sequence[KillPlan] = (), reference: Path | None = None) -> RunOutcome:
+             *, planned: Sequence[KillPlan] = (), reference: str | Path | None = None) -> RunOutcome:
     """Kill the job up to `kills_wanted` times (the i-th as `planned[i]` says, where given; else at a random
     point), restart it without a kill switch (in this process: `_final_run`), check the target (and its history
     tables against those of `reference`, an uninterrupted run's target, where given)."""
@@ -400,7 +409,7 @@ def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, 
         _final_run(spark, sections, job_log)
     except Exception as err:  # noqa: BLE001 - reported as the run's problem
         return RunOutcome(scene.protocol, kills, [f"the final run failed ({err}); see {job_log}"], time.monotonic() - started)
-    target = Path(sections["target"]["path"])
+    target = sections["target"]["path"]
     problems = differences(spark, target, scene.feed, baseline)
     if reference is not None:
         problems += history_differences(spark, target, reference)
@@ -414,7 +423,6 @@ def _final_run(spark, sections: dict, log: Path) -> None:
     this one needs no JVM of its own, whose start and cold run cost 20-30 s of a CI side's time."""
     import logging
 
-    from ticdc_delta.jobs import config as config_module
     from ticdc_delta.jobs.pipeline import Pipeline
 
     product = logging.getLogger("ticdc_delta")
@@ -425,22 +433,27 @@ def _final_run(spark, sections: dict, log: Path) -> None:
     product.setLevel(logging.INFO)
     try:
         handler.stream.write("--- the final restart, in the checking process\n")
-        # (Spark's settings are the session's: `spark.conf` configures a job process's own.)
-        values = {name: value for name, value in sections.items() if name != "spark.conf"}
-        Pipeline.from_config(config_module.from_mapping(values), spark).run()
+        Pipeline.from_config(_in_process(sections), spark).run()
     finally:
         product.removeHandler(handler)
         product.setLevel(level)
         handler.close()
 
 
+def _in_process(sections: dict):
+    """The job's configuration for a run in this process: Spark's settings are its session's (`spark.conf`
+    configures a job process's own)."""
+    from ticdc_delta.jobs import config as config_module
+
+    return config_module.from_mapping({name: value for name, value in sections.items() if name != "spark.conf"})
+
+
 def uninterrupted(spark, sections: dict, scene: Scenario):
     """The workload applied without faults in this process: its target's versions per applied point."""
-    from ticdc_delta.jobs import config as config_module
     from ticdc_delta.jobs.pipeline import Pipeline
 
-    Pipeline.from_config(config_module.from_mapping(sections), spark).run()
-    target = Path(sections["target"]["path"])
+    Pipeline.from_config(_in_process(sections), spark).run()
+    target = sections["target"]["path"]
     problems = differences(spark, target, scene.feed, None)
     if problems:
         raise AssertionError(f"{scene.protocol}: the uninterrupted run is not equal to upstream: {problems}")
@@ -458,18 +471,38 @@ def publish_scenario(bootstrap_servers: str, scene: Scenario) -> None:
         produce(bootstrap_servers, name, ((m.partition, m.key, m.value) for m in batch))
 
 
+@dataclasses.dataclass(frozen=True)
+class Targets:
+    """Where the runs' tables go: `root` (a local folder or an s3a:// location) and the job settings reaching
+    it (`sections`: the target's options and Spark's, merged into each run's)."""
+
+    root: str
+    sections: dict = dataclasses.field(default_factory=dict)
+
+    def of(self, name: str, job: dict) -> dict:
+        """`job` (a run's sections) with its target at `<root>/<name>`."""
+        values = {**job, **{k: v for k, v in self.sections.items() if k != "target"}}
+        values["target"] = {**job["target"], **self.sections.get("target", {}), "path": f"{self.root.rstrip('/')}/{name}"}
+        return values
+
+
 def protocol_runs(spark, bootstrap_servers: str, scene: Scenario, workdir: Path, kills: int, kills_per_run: int,
-                  rng: random.Random, batch_messages: int = 40) -> list[RunOutcome]:
-    """An uninterrupted run, then kill runs of `scene` until `kills` kills happened."""
+                  rng: random.Random, batch_messages: int = 40, targets: Targets | None = None) -> list[RunOutcome]:
+    """An uninterrupted run, then kill runs of `scene` until `kills` kills happened (tables under `targets`,
+    by default the workdir)."""
+    targets = targets or Targets(str(workdir))
     publish_scenario(bootstrap_servers, scene)
-    base = workdir / f"{scene.protocol}-uninterrupted"
-    baseline = uninterrupted(spark, job_sections(bootstrap_servers, scene, base, f"g-{base.name}-{uuid.uuid4().hex[:6]}", batch_messages), scene)
+    name = f"{scene.protocol}-uninterrupted"
+    uninterrupted_run = targets.of(name, job_sections(bootstrap_servers, scene, "", f"g-{name}-{uuid.uuid4().hex[:6]}", batch_messages))
+    base = uninterrupted_run["target"]["path"]
+    baseline = uninterrupted(spark, uninterrupted_run, scene)
     outcomes: list[RunOutcome] = []
     while sum(len(o.kills) for o in outcomes) < kills:
         n = len(outcomes) + 1
         run_dir = workdir / f"{scene.protocol}-run{n}"
         run_dir.mkdir(parents=True)
-        sections = job_sections(bootstrap_servers, scene, run_dir / "delta", f"g-{run_dir.name}-{uuid.uuid4().hex[:6]}", batch_messages)
+        sections = targets.of(f"{run_dir.name}/delta", job_sections(
+            bootstrap_servers, scene, "", f"g-{run_dir.name}-{uuid.uuid4().hex[:6]}", batch_messages))
         wanted = min(kills_per_run, kills - sum(len(o.kills) for o in outcomes))
         # The first run kills once at each DDL site the stream reaches, in stream order: drawn at random, the
         # backfill (the stream's first DDL) was passed unhit in most runs (on 2026-11-25 in all six).
@@ -493,8 +526,9 @@ def summary(outcomes: list[RunOutcome]) -> str:
 
 def run(args) -> bool:
     from testbed.local_kafka import LocalKafka
+    from testbed.s3_server import S3Server, s3_spark_conf
     from tests.registry_server import FakeSchemaRegistry
-    from ticdc_delta.jobs.session import get_spark
+    from ticdc_delta.jobs.session import get_spark, hadoop_aws_package
 
     rng = random.Random(args.seed)
     protocols = [p.strip() for p in args.kill_protocols.split(",") if p.strip()]
@@ -504,16 +538,30 @@ def run(args) -> bool:
     broker.start()
     registry = FakeSchemaRegistry()
     registry.start()
-    spark = get_spark("local[1]", {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"})
+    conf, packages, targets, s3 = {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"}, [], None, None
+    if args.target == "s3":
+        s3 = S3Server(workdir / "moto.log")
+        s3.start()
+        s3.create_bucket("lake")
+        hadoop = s3_spark_conf(s3, args.s3_fast_listing == "on")
+        conf, packages = {**conf, **hadoop}, [hadoop_aws_package()]
+        # One job at a time writes a target (a killed one's processes have ended before the next starts): the
+        # single-driver log store's put-if-absent holds within each, as docs/object-storage.md says.
+        targets = Targets(f"s3a://lake/{workdir.name}", {"target": {"require_safe_commits": False}, "spark.conf": hadoop})
+        print(f"tables under {targets.root} ({s3.endpoint})", flush=True)
+    spark = get_spark("local[1]", conf, packages)
     outcomes: list[RunOutcome] = []
     try:
         for i, protocol in enumerate(protocols):
             share = args.kills // len(protocols) + (1 if i < args.kills % len(protocols) else 0)
             scene = scenario(protocol, rng, registry.url, history=protocol != "avro")
-            outcomes += protocol_runs(spark, broker.bootstrap_servers, scene, workdir, share, args.kills_per_run, rng)
+            outcomes += protocol_runs(spark, broker.bootstrap_servers, scene, workdir, share, args.kills_per_run, rng,
+                                      targets=targets)
     finally:
         spark.stop()
         registry.stop()
         broker.stop()
+        if s3 is not None:
+            s3.stop()
     print(summary(outcomes), flush=True)
     return all(o.equal for o in outcomes)

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/faults.py                        # every section
     .venv/bin/python benchmarks/faults.py --only kills --kills 5 # some sections, shorter
+    .venv/bin/python benchmarks/faults.py --only kills,growth --target s3  # their tables on a local S3 server
 
 Prints what it measured; a section that finds a fault it must not (a run not equal to the upstream
 model, a crash of a decoder, an unbounded checkpoint table) ends the script with exit status 1.
@@ -36,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
     parser.add_argument("--seed", type=int, default=None, help="random seed (printed when not given)")
+    parser.add_argument("--target", choices=("local", "s3"), default="local",
+                        help="where the kills' and growth's tables go: local folders, or s3a:// on a local S3-compatible "
+                             "server (moto: testbed/s3_server.py; logs stay local)")
+    parser.add_argument("--s3-fast-listing", choices=("on", "off"), default="on",
+                        help="with --target s3: spark.hadoop.delta.enableFastS3AListFrom (docs/object-storage.md)")
     chosen = [name.strip() for name in parser.parse_known_args(argv)[0].only.split(",") if name.strip()]
     unknown = sorted(set(chosen) - set(SECTIONS))
     if unknown:

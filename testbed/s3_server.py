@@ -117,3 +117,11 @@ class S3Server:
         """The AWS_* variables boto-based clients (s3fs, for claim-check files) read."""
         return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
                 "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_DEFAULT_REGION": REGION}
+
+
+def s3_spark_conf(server: S3Server, fast_listing: bool = True) -> dict[str, str]:
+    """`server`'s s3a settings as a session's or a job's `spark.conf` (`spark.hadoop.` prefixed), with Delta's
+    fast listing of `_delta_log` (S3's start-after) on or off."""
+    conf = {f"spark.hadoop.{key}": value for key, value in server.hadoop_settings().items()}
+    conf["spark.hadoop.delta.enableFastS3AListFrom"] = "true" if fast_listing else "false"
+    return conf
