@@ -118,7 +118,9 @@ def s3_files(server, bucket: str, prefix: str) -> Callable[[], dict[str, int]]:
     prefix -> bytes."""
     def listed() -> dict[str, int]:
         pages = server.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/")
-        return {item["Key"][len(prefix.rstrip("/")) + 1:]: item["Size"] for page in pages for item in page.get("Contents", [])}
+        # (s3a leaves empty "folder/" markers: not files)
+        return {item["Key"][len(prefix.rstrip("/")) + 1:]: item["Size"] for page in pages
+                for item in page.get("Contents", []) if not item["Key"].endswith("/")}
 
     return listed
 
@@ -263,10 +265,10 @@ def run(args: argparse.Namespace) -> bool:
             from ticdc_delta.jobs.session import hadoop_aws_package
 
             server = stack.enter_context(S3Server())
-            server.create_bucket("lake")
+            server.create_bucket("growth")  # (a bucket per section: Hadoop caches a bucket's file system per JVM)
             spark = get_spark("local[*]", s3_spark_conf(server, args.s3_fast_listing == "on"), [hadoop_aws_package()])
-            workdir = f"s3a://lake/ticdc-growth-{uuid.uuid4().hex[:8]}"
-            files = s3_files(server, "lake", workdir.removeprefix("s3a://lake/") + "/_ticdc/checkpoints")
+            workdir = f"s3a://growth/ticdc-growth-{uuid.uuid4().hex[:8]}"
+            files = s3_files(server, "growth", workdir.removeprefix("s3a://growth/") + "/_ticdc/checkpoints")
             print(f"on S3 ({server.endpoint}), Delta's fast listing {args.s3_fast_listing}", flush=True)
         else:
             spark = get_spark("local[*]")

@@ -434,6 +434,9 @@ def _final_run(spark, sections: dict, log: Path) -> None:
     try:
         handler.stream.write("--- the final restart, in the checking process\n")
         Pipeline.from_config(_in_process(sections), spark).run()
+    except Exception:
+        product.exception("the final restart failed")
+        raise
     finally:
         product.removeHandler(handler)
         product.setLevel(level)
@@ -539,26 +542,29 @@ def run(args) -> bool:
     registry = FakeSchemaRegistry()
     registry.start()
     conf, packages, targets, s3 = {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"}, [], None, None
-    if args.target == "s3":
-        s3 = S3Server(workdir / "moto.log")
-        s3.start()
-        s3.create_bucket("lake")
-        hadoop = s3_spark_conf(s3, args.s3_fast_listing == "on")
-        conf, packages = {**conf, **hadoop}, [hadoop_aws_package()]
-        # One job at a time writes a target (a killed one's processes have ended before the next starts): the
-        # single-driver log store's put-if-absent holds within each, as docs/object-storage.md says.
-        targets = Targets(f"s3a://lake/{workdir.name}", {"target": {"require_safe_commits": False}, "spark.conf": hadoop})
-        print(f"tables under {targets.root} ({s3.endpoint})", flush=True)
-    spark = get_spark("local[1]", conf, packages)
     outcomes: list[RunOutcome] = []
+    spark = None
     try:
+        if args.target == "s3":
+            s3 = S3Server(workdir / "moto.log")
+            s3.start()
+            s3.create_bucket("kills")  # (a bucket per section: Hadoop caches a bucket's file system per JVM)
+            hadoop = s3_spark_conf(s3, args.s3_fast_listing == "on")
+            conf, packages = {**conf, **hadoop}, [hadoop_aws_package()]
+            # One job at a time writes a target (a killed one's processes have ended before the next starts):
+            # the single-driver log store's put-if-absent holds within each, as docs/object-storage.md says.
+            targets = Targets(f"s3a://kills/{workdir.name}",
+                              {"target": {"require_safe_commits": False}, "spark.conf": hadoop})
+            print(f"tables under {targets.root} ({s3.endpoint})", flush=True)
+        spark = get_spark("local[1]", conf, packages)
         for i, protocol in enumerate(protocols):
             share = args.kills // len(protocols) + (1 if i < args.kills % len(protocols) else 0)
             scene = scenario(protocol, rng, registry.url, history=protocol != "avro")
             outcomes += protocol_runs(spark, broker.bootstrap_servers, scene, workdir, share, args.kills_per_run, rng,
                                       targets=targets)
     finally:
-        spark.stop()
+        if spark is not None:
+            spark.stop()
         registry.stop()
         broker.stop()
         if s3 is not None:

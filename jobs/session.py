@@ -177,12 +177,12 @@ def share_ivy_cache(home: Path) -> None:
     ...). Fetching is mostly the round trips of a few hundred POMs, one after another: a fresh set took
     21 s to resolve, 1.2 s from the shared cache (measured, Delta alone). One cache per line: two Spark
     lines share few artifacts, and Ivy does not lock its cache against another JVM resolving into it."""
+    spark_minor, scala = _spark_line()
+    shared = home.parent / f"cache-spark-{spark_minor}-scala-{scala}"
+    shared.mkdir(parents=True, exist_ok=True)  # (again, should it have been deleted since a home linked it)
     cache = home / "cache"
     if cache.is_symlink() or cache.exists():
         return
-    spark_minor, scala = _spark_line()
-    shared = home.parent / f"cache-spark-{spark_minor}-scala-{scala}"
-    shared.mkdir(parents=True, exist_ok=True)
     home.mkdir(parents=True, exist_ok=True)
     try:
         cache.symlink_to(shared, target_is_directory=True)

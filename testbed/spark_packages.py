@@ -39,7 +39,6 @@ def test_session_packages() -> list[str]:
     return [kafka_source_package(), hadoop_aws_package()]
 
 
-
 def start_fetching_test_session_packages(log: Path) -> subprocess.Popen | None:
     """Resolve the tests' session packages (`test_session_packages`, with Delta) in a background process, or
     None when they are already cached.

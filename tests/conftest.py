@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 import uuid
@@ -74,7 +75,7 @@ _FETCHING = []
 def pytest_sessionfinish(session):
     for fetching, _ in _FETCHING:  # a run that ended before its first end-to-end test leaves no process behind
         if fetching is not None and fetching.poll() is None:
-            fetching.kill()
+            os.killpg(fetching.pid, signal.SIGKILL)  # its Spark JVM too (a session of its own)
             fetching.wait()
 
 
@@ -257,7 +258,7 @@ def spark(tmp_path_factory, _starting_broker):
         try:
             status = fetching.wait(timeout=600)
         except subprocess.TimeoutExpired:
-            fetching.kill()
+            os.killpg(fetching.pid, signal.SIGKILL)  # its Spark JVM too (a session of its own)
             status = fetching.wait()
         if status != 0:  # the session's own start below fetches them again, or says why it cannot
             print(f"fetching the Spark packages in the background failed: see {log}")

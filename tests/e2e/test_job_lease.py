@@ -188,6 +188,11 @@ def test_two_jobs_at_once_one_exits_5_and_a_paused_holder_is_taken_over_after_it
         assert jobs[winner].poll() is None, f"the winner finished before it could be paused; see {logs[winner]}"
         os.killpg(jobs[winner].pid, signal.SIGSTOP)
         took_over = _run_c_until_done(spark, config, logs["c"], then_resume=jobs[winner])
+    except BaseException:
+        for job in jobs.values():  # nothing left running behind a failed test
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+        raise
     finally:
         for job in jobs.values():
             if job.poll() is None:

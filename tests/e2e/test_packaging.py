@@ -132,7 +132,7 @@ def test_spark_submit_runs_the_spark_engine_on_python_3_12(runtime_python, spark
         f'[target]\npath = "{target}"\n[run]\nengine = "spark"\n'
     )
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    ivy = cache_dir() / "ivy" / "spark-submit"
+    ivy = cache_dir() / "ivy" / f"spark-submit-{pyspark.__version__}"
     share_ivy_cache(ivy)  # what the local sessions fetched: resolved without a round trip (CI time)
     command = [
         str(spark_submit),
