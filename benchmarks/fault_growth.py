@@ -113,16 +113,12 @@ def local_files(folder: Path) -> Callable[[], dict[str, int]]:
     return lambda: {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
 
 
-def s3_files(server, bucket: str, prefix: str) -> Callable[[], dict[str, int]]:
-    """Every object under `prefix` of `bucket` on `server` (a testbed.s3_server.S3Server): key after the
-    prefix -> bytes."""
-    def listed() -> dict[str, int]:
-        pages = server.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/")
-        # (s3a leaves empty "folder/" markers: not files)
-        return {item["Key"][len(prefix.rstrip("/")) + 1:]: item["Size"] for page in pages
-                for item in page.get("Contents", []) if not item["Key"].endswith("/")}
-
-    return listed
+def s3_files(server, bucket: str, folder: str) -> Callable[[], dict[str, int]]:
+    """Every object under `folder` of `bucket` on `server` (a testbed.s3_server.S3Server): key after the
+    folder -> bytes; s3a's empty "folder/" markers are not files."""
+    prefix = folder.rstrip("/") + "/"
+    return lambda: {key.removeprefix(prefix): size for key, size in server.sizes(bucket, prefix).items()
+                    if not key.endswith("/")}
 
 
 def look(sql, name: str, files: Callable[[], dict[str, int]]) -> Look:

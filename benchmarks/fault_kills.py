@@ -33,7 +33,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from benchmarks.fault_job import DDL_SITES
-from testbed.processes import job_environment
+from testbed.processes import job_environment, job_lines_to
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOLS = ("simple-json", "simple-avro", "avro", "debezium", "canal-json", "open-protocol")
@@ -425,22 +425,14 @@ def _final_run(spark, sections: dict, log: Path) -> None:
 
     from ticdc_delta.jobs.pipeline import Pipeline
 
-    product = logging.getLogger("ticdc_delta")
-    handler = logging.FileHandler(log)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    level = product.level
-    product.addHandler(handler)
-    product.setLevel(logging.INFO)
-    try:
-        handler.stream.write("--- the final restart, in the checking process\n")
-        Pipeline.from_config(_in_process(sections), spark).run()
-    except Exception:
-        product.exception("the final restart failed")
-        raise
-    finally:
-        product.removeHandler(handler)
-        product.setLevel(level)
-        handler.close()
+    with open(log, "a") as out:
+        out.write("--- the final restart, in the checking process\n")
+    with job_lines_to(log):
+        try:
+            Pipeline.from_config(_in_process(sections), spark).run()
+        except Exception:
+            logging.getLogger("ticdc_delta").exception("the final restart failed")
+            raise
 
 
 def _in_process(sections: dict):
@@ -482,10 +474,13 @@ class Targets:
     root: str
     sections: dict = dataclasses.field(default_factory=dict)
 
-    def of(self, name: str, job: dict) -> dict:
-        """`job` (a run's sections) with its target at `<root>/<name>`."""
+    def location(self, name: str) -> str:
+        return f"{self.root.rstrip('/')}/{name}"
+
+    def settled(self, job: dict) -> dict:
+        """`job` (a run's sections, its target under `root`) with the settings reaching the store."""
         values = {**job, **{k: v for k, v in self.sections.items() if k != "target"}}
-        values["target"] = {**job["target"], **self.sections.get("target", {}), "path": f"{self.root.rstrip('/')}/{name}"}
+        values["target"] = {**job["target"], **self.sections.get("target", {})}
         return values
 
 
@@ -496,16 +491,16 @@ def protocol_runs(spark, bootstrap_servers: str, scene: Scenario, workdir: Path,
     targets = targets or Targets(str(workdir))
     publish_scenario(bootstrap_servers, scene)
     name = f"{scene.protocol}-uninterrupted"
-    uninterrupted_run = targets.of(name, job_sections(bootstrap_servers, scene, "", f"g-{name}-{uuid.uuid4().hex[:6]}", batch_messages))
-    base = uninterrupted_run["target"]["path"]
-    baseline = uninterrupted(spark, uninterrupted_run, scene)
+    base = targets.location(name)
+    baseline = uninterrupted(spark, targets.settled(job_sections(
+        bootstrap_servers, scene, base, f"g-{name}-{uuid.uuid4().hex[:6]}", batch_messages)), scene)
     outcomes: list[RunOutcome] = []
     while sum(len(o.kills) for o in outcomes) < kills:
         n = len(outcomes) + 1
         run_dir = workdir / f"{scene.protocol}-run{n}"
         run_dir.mkdir(parents=True)
-        sections = targets.of(f"{run_dir.name}/delta", job_sections(
-            bootstrap_servers, scene, "", f"g-{run_dir.name}-{uuid.uuid4().hex[:6]}", batch_messages))
+        sections = targets.settled(job_sections(bootstrap_servers, scene, targets.location(f"{run_dir.name}/delta"),
+                                                f"g-{run_dir.name}-{uuid.uuid4().hex[:6]}", batch_messages))
         wanted = min(kills_per_run, kills - sum(len(o.kills) for o in outcomes))
         # The first run kills once at each DDL site the stream reaches, in stream order: drawn at random, the
         # backfill (the stream's first DDL) was passed unhit in most runs (on 2026-11-25 in all six).

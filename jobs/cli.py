@@ -48,6 +48,8 @@ from ticdc_delta.exceptions import (
 from ticdc_delta.jobs import config as config_module
 
 log = logging.getLogger("ticdc_delta")
+# A job's lines: its time, level and logger, then the message.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 # What the job needs from its runtime rather than from this package (`pip install ticdc-delta[local]`).
 _SPARK_MODULES = {"pyspark", "delta", "py4j"}
@@ -264,7 +266,7 @@ def exit_status(argv: list[str] | None = None) -> int:
         demo = sub.add_parser("demo", help="local Kafka + sample stream + the job until idle, then print the tables")
         demo.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if args.log_level != "DEBUG":
         for handler in logging.getLogger().handlers:

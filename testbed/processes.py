@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,3 +51,25 @@ _WHEEL_TASK = (
 def wheel_task_command(python: str | Path, *parameters: str) -> list[str]:
     """The command that calls `python`'s installed `ticdc-delta` entry point as a Databricks wheel task does."""
     return [str(python), "-c", _WHEEL_TASK, *parameters]
+
+
+@contextlib.contextmanager
+def job_lines_to(log: Path, *also: logging.Handler) -> Iterator[None]:
+    """A job run in this process logs its lines (INFO and up) to the end of `log` as a job process's output
+    has them (`jobs.cli`'s format), and to the handlers `also`; as before once the block ends."""
+    from ticdc_delta.jobs.cli import LOG_FORMAT
+
+    product = logging.getLogger("ticdc_delta")
+    to_file = logging.FileHandler(log)
+    to_file.setFormatter(logging.Formatter(LOG_FORMAT))
+    handlers, level = [to_file, *also], product.level
+    product.setLevel(logging.INFO)
+    for handler in handlers:
+        product.addHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            product.removeHandler(handler)
+            handler.close()
+        product.setLevel(level)

@@ -87,8 +87,12 @@ class S3Server:
         self.client().create_bucket(Bucket=name)
 
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
+        return list(self.sizes(bucket, prefix))
+
+    def sizes(self, bucket: str, prefix: str = "") -> dict[str, int]:
+        """Each object's key under `prefix` -> its bytes."""
         pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-        return [item["Key"] for page in pages for item in page.get("Contents", [])]
+        return {item["Key"]: item["Size"] for page in pages for item in page.get("Contents", [])}
 
     def hadoop_settings(self) -> dict[str, str]:
         """Hadoop's s3a settings for this server (set on a session's Hadoop configuration, or with a

@@ -68,15 +68,19 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
 
 
-# The background fetch of the tests' Spark packages, while the unit tests run (`spark` waits for it).
+# The background fetch of the tests' Spark packages (process, log), while the unit tests run (`spark` waits).
 _FETCHING = []
+
+
+def _end(fetching: subprocess.Popen) -> int:
+    os.killpg(fetching.pid, signal.SIGKILL)  # its Spark JVM too (a session of its own)
+    return fetching.wait()
 
 
 def pytest_sessionfinish(session):
     for fetching, _ in _FETCHING:  # a run that ended before its first end-to-end test leaves no process behind
-        if fetching is not None and fetching.poll() is None:
-            os.killpg(fetching.pid, signal.SIGKILL)  # its Spark JVM too (a session of its own)
-            fetching.wait()
+        if fetching.poll() is None:
+            _end(fetching)
 
 
 def pytest_collection_finish(session):
@@ -87,7 +91,9 @@ def pytest_collection_finish(session):
         from ticdc_delta.jobs.paths import cache_dir
 
         log = cache_dir() / f"fetch-spark-{pyspark.__version__}.log"
-        _FETCHING.append((start_fetching_test_session_packages(log), log))
+        fetching = start_fetching_test_session_packages(log)
+        if fetching is not None:
+            _FETCHING.append((fetching, log))
 
 
 def pytest_configure(config):
@@ -253,13 +259,10 @@ def spark(tmp_path_factory, _starting_broker):
     from ticdc_delta.jobs.session import get_spark
 
     for fetching, log in _FETCHING:
-        if fetching is None:
-            continue
         try:
             status = fetching.wait(timeout=600)
         except subprocess.TimeoutExpired:
-            os.killpg(fetching.pid, signal.SIGKILL)  # its Spark JVM too (a session of its own)
-            status = fetching.wait()
+            status = _end(fetching)
         if status != 0:  # the session's own start below fetches them again, or says why it cannot
             print(f"fetching the Spark packages in the background failed: see {log}")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from testbed.demo import demo_changefeed
-from testbed.processes import short_lived_jvm, wheel_task_command
+from testbed.processes import job_lines_to, short_lived_jvm, wheel_task_command
 from tests.support import TEST_SESSION_CONF, assert_table, publish
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.apply.progress import applied_history
@@ -121,20 +121,8 @@ def _run_c_until_done(spark, config: Path, log: Path, then_resume: subprocess.Po
                 took_over.set()
                 os.killpg(then_resume.pid, signal.SIGCONT)
 
-    product = logging.getLogger("ticdc_delta")
-    handlers = [logging.FileHandler(log), Watch()]
-    handlers[0].setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    level = product.level
-    product.setLevel(logging.INFO)
-    for handler in handlers:
-        product.addHandler(handler)
-    try:
+    with job_lines_to(log, Watch()):
         Pipeline.from_config(load(str(config)), spark).run()
-    finally:
-        for handler in handlers:
-            product.removeHandler(handler)
-            handler.close()
-        product.setLevel(level)
     return took_over.is_set()
 
 
