@@ -75,6 +75,10 @@ def _run_parser(sub) -> None:
     mode.add_argument("--continuous", action="store_const", const="continuous", dest="mode", help="run until stopped")
     run.add_argument("--on-bad-message", choices=config_module.BAD_MESSAGE_POLICIES, help="policy.on_bad_message")
     run.add_argument("--engine", choices=config_module.ENGINES, help="run.engine: where messages are read and decoded")
+    run.add_argument(
+        "--no-skip-when-caught-up", action="store_const", const=False, dest="skip_when_caught_up",
+        help="run.skip_when_caught_up = false: start Spark even when the consumer's commits are at the end of every partition",
+    )
 
 
 def _status_parser(sub) -> None:
@@ -142,7 +146,7 @@ def _overrides(args: argparse.Namespace) -> dict:
         },
         "protocol": {"name": flag("protocol")},
         "target": {"path": flag("target_path"), "catalog": flag("target_catalog")},
-        "run": {"mode": flag("mode"), "engine": flag("engine")},
+        "run": {"mode": flag("mode"), "engine": flag("engine"), "skip_when_caught_up": flag("skip_when_caught_up")},
         "policy": {"on_bad_message": flag("on_bad_message")},
     }
 
@@ -161,6 +165,10 @@ def _command_run(args: argparse.Namespace) -> int:
 
     config = config_module.load(args.config, _overrides(args))
     check_before_start(config)  # (before anything imports pyspark: Kafka and credentials need no Spark)
+    from ticdc_delta.jobs.caught_up import nothing_new
+
+    if nothing_new(config):
+        return 0
     from ticdc_delta.jobs.pipeline import Pipeline
     from ticdc_delta.jobs.session import kafka_source_package, spark_for
 

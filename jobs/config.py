@@ -126,6 +126,9 @@ class RunConfig:
     # How many tables' changes are merged at once (apply.table_pool): their Delta commits are independent
     # and mostly waiting, so many tables a batch cost little more than one.
     apply_concurrency: int = 8
+    # until-idle: a run whose consumer's last commits (this target's) are the end of every partition has
+    # nothing to read, and ends before starting Spark (jobs.caught_up).
+    skip_when_caught_up: bool = True
 
     def __post_init__(self) -> None:
         require_choice("run.mode", self.mode, RUN_MODES)
@@ -135,6 +138,7 @@ class RunConfig:
         require_positive("run.idle_timeout_seconds", self.idle_timeout_seconds)
         require_positive("run.max_pending_events", self.max_pending_events)
         require_positive("run.lease_seconds", self.lease_seconds)
+        require_bool("run.skip_when_caught_up", self.skip_when_caught_up)
         if not isinstance(self.apply_concurrency, int) or isinstance(self.apply_concurrency, bool) or self.apply_concurrency < 1:
             raise ConfigError(f"run.apply_concurrency: must be a whole number of at least 1, got {self.apply_concurrency!r}")
         if self.lease_seconds < MIN_LEASE_SECONDS:

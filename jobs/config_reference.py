@@ -76,6 +76,7 @@ MEANINGS: dict[str, str] = {
     "run.max_pending_events": "events waiting for a watermark kept in memory; the newest of any more wait on local disk (a lagging partition costs disk, not memory)",
     "run.lease_seconds": "one job per consumer: the running job renews its lease in `_ticdc/leases` every quarter of this; a job killed without releasing it delays the next run on another machine by at most this long (on the same machine, not at all); at least 2",
     "run.apply_concurrency": "how many tables' changes are merged at once, each on a Spark session of its own (Delta commits of different tables are independent; a table's own changes stay in order); 1: one table after another",
+    "run.skip_when_caught_up": "until-idle: when the offsets the consumer's last run committed to its Kafka group (for this target) are the end of every partition, the run has nothing to read and ends at once, before starting Spark or taking the lease; `false`: every run starts Spark",
     "run.spill_dir": "where waiting events beyond `max_pending_events` are kept (a private subdirectory, removed at the end of the run; nothing in it needs to survive a crash)",
     "policy.on_bad_message": "`fail` (stop, exit 3) or `dead-letter` (record it and go on)",
     "metrics.table": "append each batch's record to the `metrics` table among the product's own tables (the JSON log line is written either way)",

@@ -63,8 +63,10 @@ T = TypeVar("T")
 
 
 class KafkaSource:
-    def __init__(self, config: KafkaConfig) -> None:
+    def __init__(self, config: KafkaConfig, commit_tag: str | None = None) -> None:
+        """`commit_tag`: the metadata every offset commit carries (`jobs.caught_up`: whose checkpoint they follow)."""
         self._config = config
+        self._commit_tag = commit_tag
         self._settings = {
             "session.timeout.ms": _COMMIT_WAIT_MS,
             **config.properties,
@@ -253,6 +255,20 @@ class KafkaSource:
             for p in ids
         }
 
+    def committed_at_end(self, tag: str) -> int:
+        """How many partitions the configured topics have, if the group's committed offset of every one carries
+        `tag` and is its end offset now; else 0. Nothing is assigned, read or committed."""
+        tps = [KafkaPartition(t, p) for t, ids in self.partitions().items() for p in ids]
+        committed = self._retrying(
+            "read the group's committed offsets", lambda: self._consumer.committed(tps, timeout=_METADATA_TIMEOUT)
+        )
+        for c in committed:
+            if c.error is not None or c.offset < 0 or c.metadata != tag:
+                return 0
+            if c.offset != self._offset_range(TopicPartition(c.topic, c.partition))[1]:
+                return 0
+        return len(tps)
+
     def open(self, resume: Mapping[TopicPartition, int] | None = None) -> dict[str, list[int]]:
         """Assign every partition; start at `resume`, else the group's commits, else `start_from`.
 
@@ -362,7 +378,7 @@ class KafkaSource:
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         if offsets:
-            partitions = [KafkaPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()]
+            partitions = [KafkaPartition(tp.topic, tp.partition, o, metadata=self._commit_tag) for tp, o in offsets.items()]
             # The checkpoint is already saved (and authoritative): a refused commit is retried, then reported.
             self._retrying("commit offsets", lambda: self._commit_once(partitions))
 

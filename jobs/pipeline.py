@@ -42,6 +42,7 @@ from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Tombstones
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.batch_metrics import MetricsRecorder, commit_ts_lag_ms, offset_lag
+from ticdc_delta.jobs.caught_up import commit_tag
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.intake import DriverIntake, Intake, Reading
 from ticdc_delta.jobs.kafka_source import KafkaSource
@@ -151,7 +152,7 @@ class Pipeline:
         times = PhaseTimes()
         writer = DeltaWriter(sql, locator, times, table_features=config.target.table_features)
         run = config.run
-        source = KafkaSource(config.kafka)
+        source = KafkaSource(config.kafka, commit_tag(config.target))
         stop = stop or threading.Event()
         progress = ProgressLine.for_run(run.mode, progress_stream)
         reading = Reading(source, decoder, times, stop, progress)

@@ -16,7 +16,7 @@ import pytest
 
 from testbed.changefeed import Changefeed
 from testbed.tables import column
-from tests.support import applier_for, job_config, publish, table_version
+from tests.support import applier_for, job_config, located_path, publish, table_version
 from tests.workloads import item, items_feed
 from ticdc_delta.apply.applier import Applier
 from ticdc_delta.apply.delta_writer import DeltaWriter
@@ -167,6 +167,50 @@ def test_a_drain_records_every_batch_and_status_shows_where_the_consumer_stands(
     assert "\ntotal " in text and text.split("\ntotal ")[1].split("\n")[0].strip() == "0"
     items_line = next(line for line in text.splitlines() if line.startswith("shop.items "))
     assert items_line.split()[1:3] == [str(status["tables"][0]["version"]), str(feed.last_ts)]
+
+
+def test_a_run_with_nothing_new_ends_before_spark_and_the_lease(spark, kafka, tmp_path, unique, caplog):
+    # Setup: the two-table feed drained once; then runs with nothing new: on the same target, on another target
+    # with the same consumer group, and with --no-skip-when-caught-up; then one more insert published.
+    # Expect: the same target's run ends at once (one line naming the consumer and partitions), its job never
+    # starts (no effective configuration logged) and no product table gets a commit (lease, checkpoints); the
+    # other target's run and the flagged run are whole runs (the group's commits are not theirs / not wanted);
+    # after the insert the next run is a whole run again and the row is in the table.
+    caplog.set_level(logging.INFO)
+    feed, _ = _two_tables_feed()
+    topic, group, target = f"idle-{unique}", f"g-{unique}", str(tmp_path / "lake")
+    publish(kafka, topic, feed.messages)
+    toml = _write_config(tmp_path / "job.toml", kafka, topic, group, {"path": target})
+    assert exit_status(["run", "--config", toml]) == 0
+
+    def versions() -> list[int]:
+        return [spark.sql(f"DESCRIBE HISTORY delta.`{target}/_ticdc/{t}` LIMIT 1").collect()[0]["version"]
+                for t in ("leases", "checkpoints")]
+
+    def whole_run(argv: list[str]) -> bool:
+        caplog.clear()
+        assert exit_status(argv) == 0
+        skipped = [r.getMessage() for r in caplog.records if r.getMessage().startswith("nothing new for consumer")]
+        started = any(r.getMessage().startswith("effective configuration") for r in caplog.records)
+        assert started != bool(skipped)
+        return started
+
+    before = versions()
+    assert not whole_run(["run", "--config", toml])
+    assert caplog.records[-1].getMessage().startswith(
+        f"nothing new for consumer {group}: the offsets its last run committed are the end of all 3 partitions of {topic}"
+    )
+    assert versions() == before
+    other = _write_config(tmp_path / "other.toml", kafka, topic, group, {"path": str(tmp_path / "other")})
+    assert whole_run(["run", "--config", other])
+    assert whole_run(["run", "--config", toml, "--no-skip-when-caught-up"])
+    published = len(feed.messages)
+    with feed.transaction() as txn:
+        txn.insert("shop", "logs", {"id": 1000, "msg": "after the idle runs"})
+    publish(kafka, topic, feed.messages[published:])
+    assert whole_run(["run", "--config", toml])
+    logs = spark.read.format("delta").load(located_path(spark, target, "shop", "logs"))
+    assert logs.where("id = 1000").count() == 1
 
 
 def test_a_drain_on_a_terminal_shows_a_live_progress_line(spark, kafka, tmp_path, unique):

@@ -1,0 +1,51 @@
+"""A run with nothing new to read ends before Spark starts.
+
+A run --until-idle reads from where its checkpoint (or, without one, its consumer group's committed offsets)
+says, up to the end offsets it notes at start. After saving a checkpoint the job commits the same offsets to
+its Kafka group, tagged with its target (`commit_tag`): the checkpoint is authoritative and at or after what
+the group holds. So when every partition's committed offset carries this target's tag and is the partition's
+end offset, the checkpoint is there too, and the run would read nothing, apply nothing and commit nothing: it
+ends at once, without Spark's start, the lease and the product's tables (about a second instead of half a
+minute for a scheduled job on a quiet changefeed).
+
+Offsets someone else committed to the group (no tag, another target's) never count. What this cannot see: the
+product's tables restored to an earlier version by hand while the group's commits stay at the end; a run with
+`run.skip_when_caught_up = false` (or `--no-skip-when-caught-up`) then resumes from the restored checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+from ticdc_delta.jobs.config import Config, TargetConfig
+from ticdc_delta.jobs.kafka_source import KafkaSource
+
+log = logging.getLogger(__name__)
+
+_TAG_PREFIX = "ticdc-delta target "
+
+
+def commit_tag(target: TargetConfig) -> str:
+    """The metadata of the job's offset commits: which target's checkpoint they follow."""
+    where = json.dumps([target.path, target.catalog, target.meta_schema if target.catalog else None])
+    return _TAG_PREFIX + hashlib.sha256(where.encode()).hexdigest()[:16]
+
+
+def nothing_new(config: Config) -> bool:
+    """True (and logged) if a run of `config` until idle would find nothing to read."""
+    if config.run.mode != "until-idle" or not config.run.skip_when_caught_up:
+        return False
+    source = KafkaSource(config.kafka)
+    try:
+        partitions = source.committed_at_end(commit_tag(config.target))
+    finally:
+        source.close()
+    if partitions:
+        log.info(
+            "nothing new for consumer %s: the offsets its last run committed are the end of all %d partitions of %s; "
+            "not starting Spark (run.skip_when_caught_up)",
+            config.kafka.group_id, partitions, ", ".join(config.kafka.topics),
+        )
+    return bool(partitions)

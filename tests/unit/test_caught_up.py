@@ -1,0 +1,52 @@
+"""The tag of the job's offset commits, and when a run looks for nothing new at all (`jobs.caught_up`)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import pytest
+
+from ticdc_delta.exceptions import ConfigError
+from ticdc_delta.jobs import config
+from ticdc_delta.jobs.caught_up import commit_tag, nothing_new
+from ticdc_delta.jobs.cli import _overrides, _run_parser
+
+# A port nothing listens on: asking this broker anything would wait for kafka.unreachable_timeout_seconds.
+NOWHERE = {"kafka": {"bootstrap_servers": "127.0.0.1:9", "topics": ["t"], "group_id": "g"}, "target": {"path": "/lake"}}
+
+
+def test_the_tag_names_the_target_and_nothing_else():
+    # Expect: the same target gives the same tag; another path, another catalog or schema another tag;
+    # a catalog target's tag does not depend on where a path target would be.
+    tag = commit_tag(config.TargetConfig(path="/lake"))
+    assert tag == commit_tag(config.TargetConfig(path="/lake", table_features="full"))
+    assert tag != commit_tag(config.TargetConfig(path="/lake2"))
+    catalog = commit_tag(config.TargetConfig(catalog="main"))
+    assert catalog not in (tag, commit_tag(config.TargetConfig(catalog="main", meta_schema="_other")))
+    assert tag.startswith("ticdc-delta target ") and len(tag) < 64
+
+
+@pytest.mark.parametrize(
+    "run", [{"mode": "continuous"}, {"skip_when_caught_up": False}], ids=["continuous", "switched-off"]
+)
+def test_no_broker_is_asked_where_the_run_would_not_skip(run):
+    # Expect: a continuous run, or one with the setting off, answers at once without Kafka (the broker is nowhere).
+    began = time.monotonic()
+    assert nothing_new(config.from_mapping({**NOWHERE, "run": run})) is False
+    assert time.monotonic() - began < 1
+
+
+def _run_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    _run_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["run", *argv])
+
+
+def test_the_setting_and_its_flag():
+    # Expect: on by default; --no-skip-when-caught-up turns it off; a value other than true/false is refused.
+    assert config.RunConfig().skip_when_caught_up is True
+    assert _overrides(_run_args("--no-skip-when-caught-up"))["run"]["skip_when_caught_up"] is False
+    assert _overrides(_run_args())["run"]["skip_when_caught_up"] is None
+    with pytest.raises(ConfigError, match="run.skip_when_caught_up"):
+        config.RunConfig(skip_when_caught_up="yes")
