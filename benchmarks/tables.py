@@ -3,7 +3,9 @@
 Per engine and table count N: a Simple JSON stream of `--table-events` row events (50-row transactions,
 index-value dispatch, 3 partitions) spread over N tables that already exist (a first run creates them), applied
 by `ticdc-delta run --until-idle` as a process of its own (so its wall time has every fixed cost: Python,
-Spark's start, the job's own tables, the lease); then a run with nothing new to read. Printed per run: the
+Spark's start, the job's own tables, the lease); then a run with nothing new to read (which ends before Spark
+starts, `run.skip_when_caught_up`), and one more with `--no-skip-when-caught-up` (what such a run costs when it
+starts Spark: the fixed costs of every run, read and compared with Spark's start). Printed per run: the
 batch (the metrics record's `batch_seconds`: the round's read, decode, apply, checkpoint), its ratio to N = 1,
 the marginal cost per touched table, the job's wall time and what it spends outside batches, and its peak
 memory (Python + JVM). Every table is then compared with the stream's model, row by row. `--table-serial` adds
@@ -57,8 +59,9 @@ def job_config(lake, topic: str, group: str, target: Path, work: Path, **run: ob
     return config
 
 
-def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency: int, work: Path) -> dict:
-    """`ticdc-delta run` as a process: wall seconds, peak MiB of its process tree, what its log says."""
+def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency: int, work: Path,
+            *flags: str) -> dict:
+    """`ticdc-delta run` (with `flags`) as a process: wall seconds, peak MiB of its process tree, what its log says."""
     config = job_config(lake, topic, group, target, work, engine=engine, batch_max_messages=10_000_000,
                         batch_max_seconds=600, apply_concurrency=concurrency)
     log = work / f"{group}-{int(time.time() * 1000)}.log"
@@ -66,7 +69,7 @@ def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency
     began = time.perf_counter()
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "ticdc_delta.jobs.cli", "run", "--config", str(config), "--until-idle"],
+            [sys.executable, "-m", "ticdc_delta.jobs.cli", "run", "--config", str(config), "--until-idle", *flags],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         peak = 0
@@ -165,6 +168,7 @@ def bench_tables(args, lake) -> None:
                 lake.publish(topic, stream)
                 run = job_run(lake, topic, topic, target, engine, concurrency, work)
                 idle = job_run(lake, topic, topic, target, engine, concurrency, work)
+                idle_spark = job_run(lake, topic, topic, target, engine, concurrency, work, "--no-skip-when-caught-up")
                 check_tables(lake.spark, target, merged(first, stream))
                 if not floors:
                     _floor(lake.spark, work, stream, concurrency)  # warms the session's code paths up
@@ -176,7 +180,8 @@ def bench_tables(args, lake) -> None:
                 print(f"  {engine} engine{label}, {n:>4} tables: batch {run['batch']:6.1f}s "
                       f"({run['batch'] / base:5.2f}x N={counts[0]}), per touched table "
                       f"{marginal:6.3f}s; job {run['wall']:6.1f}s, outside the batch {run['wall'] - run['batch']:5.1f}s "
-                      f"(Spark up at {run['spark_up']:4.1f}s); nothing-new run {idle['wall']:5.1f}s; "
+                      f"(Spark up at {run['spark_up']:4.1f}s); nothing-new run {idle['wall']:5.1f}s "
+                      f"(starting Spark: {idle_spark['wall']:5.1f}s, Spark up at {idle_spark['spark_up']:4.1f}s); "
                       f"peak {run['peak']:6,.0f} MiB; tables equal upstream", flush=True)
                 print(f"      floor: bare MERGEs of the same rows {floors[n]:5.1f}s, per table {floor:6.3f}s "
                       f"(the job's per touched table {marginal / floor if n != counts[0] else float('nan'):4.2f}x it)",

@@ -378,7 +378,9 @@ class KafkaSource:
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         if offsets:
-            partitions = [KafkaPartition(tp.topic, tp.partition, o, metadata=self._commit_tag) for tp, o in offsets.items()]
+            # (confluent-kafka takes no None for metadata: a source without a tag commits none.)
+            tagged = {"metadata": self._commit_tag} if self._commit_tag is not None else {}
+            partitions = [KafkaPartition(tp.topic, tp.partition, o, **tagged) for tp, o in offsets.items()]
             # The checkpoint is already saved (and authoritative): a refused commit is retried, then reported.
             self._retrying("commit offsets", lambda: self._commit_once(partitions))
 

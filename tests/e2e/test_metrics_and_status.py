@@ -170,12 +170,12 @@ def test_a_drain_records_every_batch_and_status_shows_where_the_consumer_stands(
 
 
 def test_a_run_with_nothing_new_ends_before_spark_and_the_lease(spark, kafka, tmp_path, unique, caplog):
-    # Setup: the two-table feed drained once; then runs with nothing new: on the same target, on another target
-    # with the same consumer group, and with --no-skip-when-caught-up; then one more insert published.
+    # Setup: the two-table feed drained once; then runs with nothing new: on the same target, and on another
+    # target with the same consumer group; then one more insert published.
     # Expect: the same target's run ends at once (one line naming the consumer and partitions), its job never
     # starts (no effective configuration logged) and no product table gets a commit (lease, checkpoints); the
-    # other target's run and the flagged run are whole runs (the group's commits are not theirs / not wanted);
-    # after the insert the next run is a whole run again and the row is in the table.
+    # other target's run is a whole run (the group's commits are not its target's); after the insert the next
+    # run is a whole run again and the row is in the table. (--no-skip-when-caught-up: tests/unit/test_caught_up.py)
     caplog.set_level(logging.INFO)
     feed, _ = _two_tables_feed()
     topic, group, target = f"idle-{unique}", f"g-{unique}", str(tmp_path / "lake")
@@ -203,7 +203,6 @@ def test_a_run_with_nothing_new_ends_before_spark_and_the_lease(spark, kafka, tm
     assert versions() == before
     other = _write_config(tmp_path / "other.toml", kafka, topic, group, {"path": str(tmp_path / "other")})
     assert whole_run(["run", "--config", other])
-    assert whole_run(["run", "--config", toml, "--no-skip-when-caught-up"])
     published = len(feed.messages)
     with feed.transaction() as txn:
         txn.insert("shop", "logs", {"id": 1000, "msg": "after the idle runs"})
