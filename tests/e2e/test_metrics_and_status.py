@@ -16,7 +16,7 @@ import pytest
 
 from testbed.changefeed import Changefeed
 from testbed.tables import column
-from tests.support import applier_for, job_config, located_path, publish, table_version
+from tests.support import applier_for, job_config, publish, table_version
 from tests.workloads import item, items_feed
 from ticdc_delta.apply.applier import Applier
 from ticdc_delta.apply.delta_writer import DeltaWriter
@@ -24,6 +24,7 @@ from ticdc_delta.apply.locator import CatalogLocator, PathLocator
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Tombstones
 from ticdc_delta.jobs.batch_metrics import METRICS_LOGGER
+from ticdc_delta.jobs.caught_up import nothing_new
 from ticdc_delta.jobs.cli import exit_status
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.pipeline import Pipeline
@@ -94,7 +95,7 @@ def _metrics_logged(caplog) -> list[dict]:
     return [json.loads(r.getMessage()) for r in caplog.records if r.name == METRICS_LOGGER]
 
 
-def test_a_drain_records_every_batch_and_status_shows_where_the_consumer_stands(
+def test_a_drain_records_every_batch_status_shows_where_the_consumer_stands_and_a_run_after_it_ends_at_once(
     spark, kafka, tmp_path, unique, caplog, capsys
 ):
     # Setup: two tables over 3 partitions, with inserts, updates, deletes and an ADD COLUMN,
@@ -105,7 +106,10 @@ def test_a_drain_records_every_batch_and_status_shows_where_the_consumer_stands(
     # are the end offsets with lag 0 and its applied commitTs is the feed's last watermark. The
     # progress line stays off (stderr is not a terminal). `status` first shows no checkpoint and
     # no tables, then committed offsets equal to the end offsets, lag 0, and both tables with the
-    # last watermark as applied commitTs and their current Delta version.
+    # last watermark as applied commitTs and their current Delta version. A run then, with nothing new, ends at
+    # once (one line naming the consumer and partitions): its job never starts (no effective configuration
+    # logged) and no product table gets a commit (lease, checkpoints). The group's commits do not count for
+    # another target, nor once a message is published after them.
     caplog.set_level(logging.INFO)
     feed, published = _two_tables_feed()
     topic, group, target = f"metrics-{unique}", f"g-{unique}", str(tmp_path / "lake")
@@ -168,48 +172,21 @@ def test_a_drain_records_every_batch_and_status_shows_where_the_consumer_stands(
     items_line = next(line for line in text.splitlines() if line.startswith("shop.items "))
     assert items_line.split()[1:3] == [str(status["tables"][0]["version"]), str(feed.last_ts)]
 
-
-def test_a_run_with_nothing_new_ends_before_spark_and_the_lease(spark, kafka, tmp_path, unique, caplog):
-    # Setup: the two-table feed drained once; then runs with nothing new: on the same target, and on another
-    # target with the same consumer group; then one more insert published.
-    # Expect: the same target's run ends at once (one line naming the consumer and partitions), its job never
-    # starts (no effective configuration logged) and no product table gets a commit (lease, checkpoints); the
-    # other target's run is a whole run (the group's commits are not its target's); after the insert the next
-    # run is a whole run again and the row is in the table. (--no-skip-when-caught-up: tests/unit/test_caught_up.py)
-    caplog.set_level(logging.INFO)
-    feed, _ = _two_tables_feed()
-    topic, group, target = f"idle-{unique}", f"g-{unique}", str(tmp_path / "lake")
-    publish(kafka, topic, feed.messages)
-    toml = _write_config(tmp_path / "job.toml", kafka, topic, group, {"path": target})
-    assert exit_status(["run", "--config", toml]) == 0
-
     def versions() -> list[int]:
         return [spark.sql(f"DESCRIBE HISTORY delta.`{target}/_ticdc/{t}` LIMIT 1").collect()[0]["version"]
                 for t in ("leases", "checkpoints")]
 
-    def whole_run(argv: list[str]) -> bool:
-        caplog.clear()
-        assert exit_status(argv) == 0
-        skipped = [r.getMessage() for r in caplog.records if r.getMessage().startswith("nothing new for consumer")]
-        started = any(r.getMessage().startswith("effective configuration") for r in caplog.records)
-        assert started != bool(skipped)
-        return started
-
     before = versions()
-    assert not whole_run(["run", "--config", toml])
-    assert caplog.records[-1].getMessage().startswith(
-        f"nothing new for consumer {group}: the offsets its last run committed are the end of all 3 partitions of {topic}"
-    )
+    caplog.clear()
+    assert exit_status(["run", "--config", toml]) == 0
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("ticdc_delta.jobs")] == [
+        f"nothing new for consumer {group}: the offsets its last run committed are the end of all 3 partitions of "
+        f"{topic}; not starting Spark (run.skip_when_caught_up)"
+    ]
     assert versions() == before
-    other = _write_config(tmp_path / "other.toml", kafka, topic, group, {"path": str(tmp_path / "other")})
-    assert whole_run(["run", "--config", other])
-    published = len(feed.messages)
-    with feed.transaction() as txn:
-        txn.insert("shop", "logs", {"id": 1000, "msg": "after the idle runs"})
-    publish(kafka, topic, feed.messages[published:])
-    assert whole_run(["run", "--config", toml])
-    logs = spark.read.format("delta").load(located_path(spark, target, "shop", "logs"))
-    assert logs.where("id = 1000").count() == 1
+    assert not nothing_new(job_config(kafka, topic, str(tmp_path / "another"), group))
+    publish(kafka, topic, feed.messages[-1:])  # (a watermark: the run after it would apply nothing, but read it)
+    assert not nothing_new(job_config(kafka, topic, target, group))
 
 
 def test_a_drain_on_a_terminal_shows_a_live_progress_line(spark, kafka, tmp_path, unique):
