@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 
 from ticdc_delta.jobs.config import Config, TargetConfig
 from ticdc_delta.jobs.kafka_source import KafkaSource
@@ -28,8 +29,13 @@ _TAG_PREFIX = "ticdc-delta target "
 
 
 def commit_tag(target: TargetConfig) -> str:
-    """The metadata of the job's offset commits: which target's checkpoint they follow."""
-    where = json.dumps([target.path, target.catalog, target.meta_schema if target.catalog else None])
+    """The metadata of the job's offset commits: which target's checkpoint they follow. A local path counts
+    as the absolute path it names (a relative one means another folder from another working directory);
+    a catalog's name is all there is to tell catalogs apart."""
+    path = target.path
+    if path and ":" not in path:
+        path = os.path.abspath(path)
+    where = json.dumps([path, target.catalog, target.meta_schema if target.catalog else None])
     return _TAG_PREFIX + hashlib.sha256(where.encode()).hexdigest()[:16]
 
 

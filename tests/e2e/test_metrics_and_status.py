@@ -23,6 +23,7 @@ from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.locator import CatalogLocator, PathLocator
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Tombstones
+from ticdc_delta.jobs import session as session_module
 from ticdc_delta.jobs.batch_metrics import METRICS_LOGGER
 from ticdc_delta.jobs.caught_up import nothing_new
 from ticdc_delta.jobs.cli import exit_status
@@ -96,7 +97,7 @@ def _metrics_logged(caplog) -> list[dict]:
 
 
 def test_a_drain_records_every_batch_status_shows_where_the_consumer_stands_and_a_run_after_it_ends_at_once(
-    spark, kafka, tmp_path, unique, caplog, capsys
+    spark, kafka, tmp_path, unique, caplog, capsys, monkeypatch
 ):
     # Setup: two tables over 3 partitions, with inserts, updates, deletes and an ADD COLUMN,
     # drained through the CLI from a TOML file in batches of at most 25 messages; metrics
@@ -107,8 +108,8 @@ def test_a_drain_records_every_batch_status_shows_where_the_consumer_stands_and_
     # progress line stays off (stderr is not a terminal). `status` first shows no checkpoint and
     # no tables, then committed offsets equal to the end offsets, lag 0, and both tables with the
     # last watermark as applied commitTs and their current Delta version. A run then, with nothing new, ends at
-    # once (one line naming the consumer and partitions): its job never starts (no effective configuration
-    # logged) and no product table gets a commit (lease, checkpoints). The group's commits do not count for
+    # once (one line naming the consumer and partitions), without asking for Spark: its job never starts (no
+    # effective configuration logged) and no product table gets a commit (lease, checkpoints). The group's commits do not count for
     # another target, nor once a message is published after them.
     caplog.set_level(logging.INFO)
     feed, published = _two_tables_feed()
@@ -178,11 +179,19 @@ def test_a_drain_records_every_batch_status_shows_where_the_consumer_stands_and_
 
     before = versions()
     caplog.clear()
+
+    def no_spark(*_args, **_kwargs):
+        raise AssertionError("a run with nothing new asked for Spark")
+
+    monkeypatch.setattr(session_module, "spark_for", no_spark)
     assert exit_status(["run", "--config", toml]) == 0
-    assert [r.getMessage() for r in caplog.records if r.name.startswith("ticdc_delta.jobs")] == [
+    monkeypatch.undo()
+    said = [r.getMessage() for r in caplog.records]
+    assert (
         f"nothing new for consumer {group}: the offsets its last run committed are the end of all 3 partitions of "
         f"{topic}; not starting Spark (run.skip_when_caught_up)"
-    ]
+    ) in said
+    assert not [m for m in said if m.startswith(("effective configuration", "done: "))]
     assert versions() == before
     assert not nothing_new(job_config(kafka, topic, str(tmp_path / "another"), group))
     publish(kafka, topic, feed.messages[-1:])  # (a watermark: the run after it would apply nothing, but read it)

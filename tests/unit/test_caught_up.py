@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import pytest
@@ -17,14 +18,17 @@ NOWHERE = {"kafka": {"bootstrap_servers": "127.0.0.1:9", "topics": ["t"], "group
 
 
 def test_the_tag_names_the_target_and_nothing_else():
-    # Expect: the same target gives the same tag; another path, another catalog or schema another tag;
-    # a catalog target's tag does not depend on where a path target would be.
+    # Expect: the same target gives the same tag; another path, another catalog or schema another tag.
     tag = commit_tag(config.TargetConfig(path="/lake"))
     assert tag == commit_tag(config.TargetConfig(path="/lake", table_features="full"))
     assert tag != commit_tag(config.TargetConfig(path="/lake2"))
     catalog = commit_tag(config.TargetConfig(catalog="main"))
     assert catalog not in (tag, commit_tag(config.TargetConfig(catalog="main", meta_schema="_other")))
     assert tag.startswith("ticdc-delta target ") and len(tag) < 64
+    # A relative path is the folder it names from here: the same as its absolute path, and not another
+    # folder's of the same relative name.
+    assert commit_tag(config.TargetConfig(path="lake")) == commit_tag(config.TargetConfig(path=os.path.abspath("lake")))
+    assert commit_tag(config.TargetConfig(path="s3a://bucket/lake")) != commit_tag(config.TargetConfig(path="s3a://other/lake"))
 
 
 @pytest.mark.parametrize(
