@@ -39,15 +39,12 @@ def commit_tag(target: TargetConfig) -> str:
     return _TAG_PREFIX + hashlib.sha256(where.encode()).hexdigest()[:16]
 
 
-def nothing_new(config: Config) -> bool:
-    """True (and logged) if a run of `config` until idle would find nothing to read."""
+def nothing_new(config: Config, source: KafkaSource) -> bool:
+    """True (and logged) if a run of `config` until idle would find nothing to read; `source`, a KafkaSource of
+    `config.kafka` (the pre-flight's), is asked only where the run could skip."""
     if config.run.mode != "until-idle" or not config.run.skip_when_caught_up:
         return False
-    source = KafkaSource(config.kafka)
-    try:
-        partitions = source.committed_at_end(commit_tag(config.target))
-    finally:
-        source.close()
+    partitions = source.committed_at_end(commit_tag(config.target))
     if partitions:
         log.info(
             "nothing new for consumer %s: the offsets its last run committed are the end of all %d partitions of %s; "

@@ -164,10 +164,18 @@ def _command_run(args: argparse.Namespace) -> int:
     from ticdc_delta.jobs.preflight import check_before_start
 
     config = config_module.load(args.config, _overrides(args))
-    check_before_start(config)  # (before anything imports pyspark: Kafka and credentials need no Spark)
     from ticdc_delta.jobs.caught_up import nothing_new
+    from ticdc_delta.jobs.kafka_source import KafkaSource
 
-    if nothing_new(config):
+    # Before anything imports pyspark: Kafka and credentials need no Spark, nor does telling that there is
+    # nothing to read (one connection to Kafka for both).
+    source = KafkaSource(config.kafka)
+    try:
+        check_before_start(config, source)
+        caught_up = nothing_new(config, source)
+    finally:
+        source.close()
+    if caught_up:
         return 0
     from ticdc_delta.jobs.pipeline import Pipeline
     from ticdc_delta.jobs.session import kafka_source_package, spark_for

@@ -259,15 +259,18 @@ class KafkaSource:
         """How many partitions the configured topics have, if the group's committed offset of every one carries
         `tag` and is its end offset now; else 0. Nothing is assigned, read or committed."""
         tps = [KafkaPartition(t, p) for t, ids in self.partitions().items() for p in ids]
-        committed = self._retrying(
-            "read the group's committed offsets", lambda: self._consumer.committed(tps, timeout=_METADATA_TIMEOUT)
-        )
-        for c in committed:
+        for c in self._group_commits(tps):
             if c.error is not None or c.offset < 0 or c.metadata != tag:
                 return 0
             if c.offset != self._offset_range(TopicPartition(c.topic, c.partition))[1]:
                 return 0
         return len(tps)
+
+    def _group_commits(self, tps: list[KafkaPartition]) -> list[KafkaPartition]:
+        """The group's committed offset (and its metadata) of each of `tps`, asked now."""
+        return self._retrying(
+            "read the group's committed offsets", lambda: self._consumer.committed(tps, timeout=_METADATA_TIMEOUT)
+        )
 
     def open(self, resume: Mapping[TopicPartition, int] | None = None) -> dict[str, list[int]]:
         """Assign every partition; start at `resume`, else the group's commits, else `start_from`.
@@ -290,10 +293,7 @@ class KafkaSource:
         """
         partitions = self.partitions()
         tps = [KafkaPartition(t, p) for t, ids in partitions.items() for p in ids]
-        committed = {
-            TopicPartition(c.topic, c.partition): c.offset
-            for c in self._retrying("read the group's committed offsets", lambda: self._consumer.committed(tps, timeout=_METADATA_TIMEOUT))
-        }
+        committed = {TopicPartition(c.topic, c.partition): c.offset for c in self._group_commits(tps)}
         for tp in tps:
             key = TopicPartition(tp.topic, tp.partition)
             low, high = self._offset_range(key)

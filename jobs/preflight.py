@@ -15,11 +15,8 @@ from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.schema_cache.protocols import check_credentials
 
 
-def check_before_start(config: Config) -> None:
-    """Kafka's metadata for the configured topics, and the protocol's services, with the job's credentials."""
-    source = KafkaSource(config.kafka)
-    try:
-        source.partitions()
-    finally:
-        source.close()
+def check_before_start(config: Config, source: KafkaSource) -> None:
+    """Kafka's metadata for the configured topics (asked through `source`, a KafkaSource of `config.kafka`), and
+    the protocol's services, with the job's credentials."""
+    source.partitions()
     check_credentials(config.protocol)

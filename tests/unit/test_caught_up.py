@@ -12,6 +12,7 @@ from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs import config
 from ticdc_delta.jobs.caught_up import commit_tag, nothing_new
 from ticdc_delta.jobs.cli import _overrides, _run_parser
+from ticdc_delta.jobs.kafka_source import KafkaSource
 
 # A port nothing listens on: asking this broker anything would wait for kafka.unreachable_timeout_seconds.
 NOWHERE = {"kafka": {"bootstrap_servers": "127.0.0.1:9", "topics": ["t"], "group_id": "g"}, "target": {"path": "/lake"}}
@@ -36,9 +37,14 @@ def test_the_tag_names_the_target_and_nothing_else():
 )
 def test_no_broker_is_asked_where_the_run_would_not_skip(run):
     # Expect: a continuous run, or one with the setting off, answers at once without Kafka (the broker is nowhere).
-    began = time.monotonic()
-    assert nothing_new(config.from_mapping({**NOWHERE, "run": run})) is False
-    assert time.monotonic() - began < 1
+    loaded = config.from_mapping({**NOWHERE, "run": run})
+    source = KafkaSource(loaded.kafka)
+    try:
+        began = time.monotonic()
+        assert nothing_new(loaded, source) is False
+        assert time.monotonic() - began < 1
+    finally:
+        source.close()
 
 
 def _run_args(*argv: str) -> argparse.Namespace:
