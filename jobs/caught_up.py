@@ -1,4 +1,4 @@
-"""A run with nothing new to read ends before Spark starts.
+"""A run with nothing new to read ends before Spark starts; a run with little to read starts a JVM for a short life.
 
 A run --until-idle reads from where its checkpoint (or, without one, its consumer group's committed offsets)
 says, up to the end offsets it notes at start. After saving a checkpoint the job commits the same offsets to
@@ -22,6 +22,7 @@ import os
 
 from ticdc_delta.jobs.config import Config, TargetConfig
 from ticdc_delta.jobs.kafka_source import KafkaSource
+from ticdc_delta.jobs.paths import under_existing_runtime
 
 log = logging.getLogger(__name__)
 
@@ -52,3 +53,15 @@ def nothing_new(config: Config, source: KafkaSource) -> bool:
             config.kafka.group_id, partitions, ", ".join(config.kafka.topics),
         )
     return bool(partitions)
+
+
+def small_run(config: Config, source: KafkaSource) -> bool:
+    """True if a run of `config` until idle has at most `spark.quick_compiler_max_backlog` messages
+    to read: its local JVM then compiles with C1 only (jobs.session.QUICK_COMPILER). The count runs from where
+    the group's commits (else `kafka.start_from`) say; a checkpoint is at or after them, so it errs high."""
+    limit = config.spark.quick_compiler_max_backlog
+    if config.run.mode != "until-idle" or limit == 0 or under_existing_runtime():
+        return False
+    backlog = source.backlog()
+    log.info("%d messages to read at most (spark.quick_compiler_max_backlog: %d)", backlog, limit)
+    return backlog <= limit

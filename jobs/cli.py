@@ -164,7 +164,7 @@ def _command_run(args: argparse.Namespace) -> int:
     from ticdc_delta.jobs.preflight import check_before_start
 
     config = config_module.load(args.config, _overrides(args))
-    from ticdc_delta.jobs.caught_up import nothing_new
+    from ticdc_delta.jobs.caught_up import nothing_new, small_run
     from ticdc_delta.jobs.kafka_source import KafkaSource
 
     # Before anything imports pyspark: Kafka and credentials need no Spark, nor does telling that there is
@@ -172,11 +172,11 @@ def _command_run(args: argparse.Namespace) -> int:
     source = KafkaSource(config.kafka)
     try:
         check_before_start(config, source)
-        caught_up = nothing_new(config, source)
+        if nothing_new(config, source):
+            return 0
+        quick_compiler = small_run(config, source)
     finally:
         source.close()
-    if caught_up:
-        return 0
     from ticdc_delta.jobs.pipeline import Pipeline
     from ticdc_delta.jobs.session import kafka_source_package, spark_for
 
@@ -184,7 +184,7 @@ def _command_run(args: argparse.Namespace) -> int:
     _install_stop_handlers(stop)
     # The Spark engine reads Kafka with Spark's own source: a local session gets its jars too.
     packages = [kafka_source_package()] if config.run.engine == "spark" else []
-    spark = spark_for(config, packages)
+    spark = spark_for(config, packages, quick_compiler=quick_compiler)
     # What ran, for a support question or a log read later: the runtime is often not the user's to see.
     log.info("ticdc-delta %s on Python %s, Spark %s", __version__, platform.python_version(), spark.version)
     result = Pipeline.from_config(config, spark, stop=stop).run()

@@ -218,6 +218,14 @@ class SparkConfig:
     # session from Databricks or spark-submit is used as it is.
     master: str = "local[*]"
     conf: Mapping[str, str] = field(default_factory=dict)
+    # A run --until-idle with at most this many messages to read (known before Spark starts) starts the
+    # local JVM with the quick compiler only (jobs.session.QUICK_COMPILER); 0: never.
+    quick_compiler_max_backlog: int = 20_000
+
+    def __post_init__(self) -> None:
+        value = self.quick_compiler_max_backlog
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"spark.quick_compiler_max_backlog: must be a whole number of at least 0, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -264,7 +272,8 @@ class Config:
             "policy": dataclasses.asdict(self.policy),
             "metrics": dataclasses.asdict(self.metrics),
             "checkpoint": dataclasses.asdict(self.checkpoint),
-            "spark": {"master": self.spark.master, "conf": _redacted(self.spark.conf)},
+            "spark": {"master": self.spark.master, "conf": _redacted(self.spark.conf),
+                      "quick_compiler_max_backlog": self.spark.quick_compiler_max_backlog},
             "types": dataclasses.asdict(self.types),
             "history": dataclasses.asdict(self.history),
         }

@@ -266,6 +266,12 @@ class KafkaSource:
                 return 0
         return len(tps)
 
+    def backlog(self) -> int:
+        """How many messages a run would read from where it starts without a checkpoint (`plan`: the group's
+        commits, else `start_from`) to the end offsets now. Nothing is assigned, read or committed."""
+        self.plan()
+        return sum(self._end[tp] - start for tp, start in self._next.items())
+
     def _group_commits(self, tps: list[KafkaPartition]) -> list[KafkaPartition]:
         """The group's committed offset (and its metadata) of each of `tps`, asked now."""
         return self._retrying(

@@ -1,4 +1,4 @@
-"""Where the product keeps downloaded jars and local state."""
+"""Where the product runs (its own local Spark, or a runtime's), and where it keeps downloaded jars and local state."""
 
 from __future__ import annotations
 
@@ -12,3 +12,10 @@ def cache_dir() -> Path:
     path = Path(configured) if configured else Path.home() / ".cache" / "ticdc-delta"
     path.mkdir(parents=True, exist_ok=True)
     return path.resolve()
+
+
+def under_existing_runtime() -> bool:
+    """True where a Spark session exists before the job (its JVM is not the job's to configure)."""
+    # spark-submit starts the Python driver with a gateway to its JVM;
+    # Databricks and Spark Connect announce themselves in the environment.
+    return any(v in os.environ for v in ("PYSPARK_GATEWAY_PORT", "DATABRICKS_RUNTIME_VERSION", "SPARK_REMOTE"))

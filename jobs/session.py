@@ -20,7 +20,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from ticdc_delta.exceptions import SparkStartError
-from ticdc_delta.jobs.paths import cache_dir
+from ticdc_delta.jobs.paths import cache_dir, under_existing_runtime
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,13 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 LOCAL_JVM_OPTIONS = "-XX:+UseG1GC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20 -XX:G1PeriodicGCInterval=5000"
 
+# The JVM's quick compiler only (C1; no C2), for a short run (`spark.quick_compiler_max_backlog`): a fresh
+# JVM's compilers used 23 s of CPU in a 23-s run on two cores, most of it C2 optimizing code the run
+# leaves soon after; C1 alone about halves a short run's JVM CPU (docs/performance.md has the runs). C1
+# alone gets a 48 MB code cache by default, which Spark and Delta fill within a minute; the JVM then stops
+# compiling and runs interpreted, several times slower: the cache tiered compilation would have avoids it.
+QUICK_COMPILER = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+
 
 KAFKA_SOURCE_VERSION_ENV = "TICDC_DELTA_KAFKA_SOURCE_VERSION"
 
@@ -133,21 +140,17 @@ def hadoop_aws_package() -> str:
     return f"org.apache.hadoop:hadoop-aws:{found[0].name.removeprefix('hadoop-client-api-').removesuffix('.jar')}"
 
 
-def spark_for(config, packages: Sequence[str] = ()) -> SparkSession:
+def spark_for(config, packages: Sequence[str] = (), *, quick_compiler: bool = False) -> SparkSession:
     """`get_spark` for a job's configuration: a local session also gets the S3 connector when the
-    target is on S3 (a surrounding runtime's session is used as it is)."""
+    target is on S3, and with `quick_compiler` a JVM that compiles with C1 only (a surrounding runtime's
+    session is used as it is)."""
     conf = dict(config.spark.conf)
     extra = list(packages)
-    if object_store_scheme(config.target.path) in _S3_SCHEMES and not _under_existing_runtime():
+    if object_store_scheme(config.target.path) in _S3_SCHEMES and not under_existing_runtime():
         extra.append(hadoop_aws_package())
         conf.setdefault("spark.hadoop.fs.s3.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")
-    return get_spark(config.spark.master, conf, extra)
-
-
-def _under_existing_runtime() -> bool:
-    # spark-submit starts the Python driver with a gateway to its JVM;
-    # Databricks and Spark Connect announce themselves in the environment.
-    return any(v in os.environ for v in ("PYSPARK_GATEWAY_PORT", "DATABRICKS_RUNTIME_VERSION", "SPARK_REMOTE"))
+    jvm_options = f"{LOCAL_JVM_OPTIONS} {QUICK_COMPILER}" if quick_compiler else LOCAL_JVM_OPTIONS
+    return get_spark(config.spark.master, conf, extra, jvm_options=jvm_options)
 
 
 def kafka_source_package() -> str:
@@ -222,6 +225,8 @@ def local_conf(
 ) -> dict[str, str]:
     log4j = cache_dir() / "log4j2-spark.properties"
     log4j.write_text(_LOG4J)
+    extra = dict(extra or {})
+    jvm_options = driver_jvm_options(jvm_options, extra.pop(_DRIVER_JVM_OPTIONS, ""))
     conf = {
         "spark.master": master,
         "spark.app.name": "ticdc-delta",
@@ -230,14 +235,29 @@ def local_conf(
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # G1 gives heap it no longer needs back to the system (periodic collections
         # when idle, a small free ratio), so a long run's footprint stays that of a batch.
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j} {jvm_options}",
+        _DRIVER_JVM_OPTIONS: f"-Dlog4j2.configurationFile=file:{log4j} {jvm_options}",
         # Not `spark-warehouse/` in whatever folder the job was started from: a local session's catalog
         # lives in memory (no Hive), so its managed tables outlive it nowhere else either.
         "spark.sql.warehouse.dir": str(cache_dir() / "spark-warehouse"),
         **LOCAL_DEFAULTS,
     }
-    conf.update(extra or {})
+    conf.update(extra)
     return conf
+
+
+_DRIVER_JVM_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def driver_jvm_options(ours: str, theirs: str) -> str:
+    """The local driver JVM's options: the user's (`spark.conf`'s spark.driver.extraJavaOptions) after ours,
+    so theirs win, and ours left out entirely when theirs name a garbage collector (the JVM refuses two).
+
+    Replacing ours outright would also drop the logging configuration that keeps a run's log readable."""
+    if not theirs.strip():
+        return ours
+    if any(option.startswith("-XX:+Use") and option.endswith("GC") for option in theirs.split()):
+        return theirs.strip()
+    return f"{ours} {theirs.strip()}"
 
 
 def _quiet_spark_submit(session: SparkSession) -> None:
@@ -299,7 +319,7 @@ def get_spark(
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    if _under_existing_runtime():
+    if under_existing_runtime():
         log.info("using the Spark session of the surrounding runtime")
         session = SparkSession.builder.getOrCreate()
         _quiet_spark_submit(session)
@@ -310,7 +330,8 @@ def get_spark(
     builder = SparkSession.builder
     for key, value in local_conf(master, conf, packages, jvm_options).items():
         builder = builder.config(key, value)
-    log.info("starting local Spark (%s) with %s", master, ", ".join([delta_package(), *packages]))
+    log.info("starting local Spark (%s) with %s%s", master, ", ".join([delta_package(), *packages]),
+             " (the JVM's quick compiler only: a short run)" if QUICK_COMPILER in jvm_options else "")
     try:
         session = builder.getOrCreate()
     except Exception as err:  # noqa: BLE001 - PySparkRuntimeError's class moved between releases

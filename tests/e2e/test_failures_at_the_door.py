@@ -109,6 +109,8 @@ def test_a_spark_jvm_killed_mid_run_exits_8_in_one_line_and_the_next_run_resumes
             time.sleep(0.2)
         jvm = _java_child(job.pid)
         assert jvm is not None and job.poll() is None, log.read_text()[-3000:]
+        # A few hundred messages to read: the product starts its JVM with the quick compiler only.
+        assert "-XX:TieredStopAtLevel=1" in Path(f"/proc/{jvm}/cmdline").read_bytes().decode().split("\0")
         os.kill(jvm, signal.SIGKILL)
         status = job.wait(timeout=120)
     finally:
@@ -119,6 +121,7 @@ def test_a_spark_jvm_killed_mid_run_exits_8_in_one_line_and_the_next_run_resumes
     assert status == SPARK_GONE, output[-3000:]
     assert len(errors) == 1 and "Spark's JVM stopped answering" in errors[0] and "run the job again" in errors[0], errors
     assert "Traceback" not in output
+    assert "(the JVM's quick compiler only: a short run)" in output
 
     run_job(spark, kafka, topic, str(lake), group)
 

@@ -1,4 +1,5 @@
-"""The tag of the job's offset commits, and when a run looks for nothing new at all (`jobs.caught_up`)."""
+"""The tag of the job's offset commits, when a run looks for nothing new at all, and when it counts as a short
+run (`jobs.caught_up`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs import config
-from ticdc_delta.jobs.caught_up import commit_tag, nothing_new
+from ticdc_delta.jobs.caught_up import commit_tag, nothing_new, small_run
 from ticdc_delta.jobs.cli import _overrides, _run_parser
 from ticdc_delta.jobs.kafka_source import KafkaSource
 
@@ -60,3 +61,31 @@ def test_the_setting_and_its_flag():
     assert _overrides(_run_args())["run"]["skip_when_caught_up"] is None
     with pytest.raises(ConfigError, match="run.skip_when_caught_up"):
         config.RunConfig(skip_when_caught_up="yes")
+
+
+@pytest.mark.parametrize(
+    "sections, env",
+    [({"run": {"mode": "continuous"}}, {}), ({"spark": {"quick_compiler_max_backlog": 0}}, {}),
+     ({}, {"DATABRICKS_RUNTIME_VERSION": "16.4"}), ({}, {"PYSPARK_GATEWAY_PORT": "4040"})],
+    ids=["continuous", "switched-off", "databricks", "spark-submit"],
+)
+def test_no_broker_is_asked_where_the_run_keeps_the_full_compiler(sections, env, monkeypatch):
+    # Expect: a continuous run, the setting at 0, or a session that is not the job's to start (Databricks,
+    # spark-submit) keep the full compiler, decided at once without Kafka (the broker is nowhere).
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    loaded = config.from_mapping({**NOWHERE, **sections})
+    source = KafkaSource(loaded.kafka)
+    try:
+        began = time.monotonic()
+        assert small_run(loaded, source) is False
+        assert time.monotonic() - began < 1
+    finally:
+        source.close()
+
+
+def test_the_backlog_limit_is_a_whole_number_of_at_least_0():
+    assert config.SparkConfig().quick_compiler_max_backlog == 20_000
+    for wrong in (-1, True, 1.5, "20000"):
+        with pytest.raises(ConfigError, match="spark.quick_compiler_max_backlog"):
+            config.SparkConfig(quick_compiler_max_backlog=wrong)

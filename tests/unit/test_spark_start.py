@@ -63,3 +63,23 @@ def test_every_set_of_packages_resolves_into_one_ivy_cache_of_its_spark_line(mon
     (own / "cache").mkdir(parents=True)
     session.share_ivy_cache(own)
     assert not (own / "cache").is_symlink()
+
+
+def _driver_options(monkeypatch, tmp_path, **conf) -> list[str]:
+    monkeypatch.setenv("TICDC_DELTA_CACHE", str(tmp_path / "cache"))
+    return session.local_conf("local[2]", conf)["spark.driver.extraJavaOptions"].split()
+
+
+def test_the_users_driver_jvm_options_come_after_the_products_and_keep_its_logging(monkeypatch, tmp_path):
+    # Setup: spark.conf's spark.driver.extraJavaOptions naming a compiler setting, then one naming a collector.
+    # Expect: the first is added after the product's options (the JVM takes the last of a repeated option);
+    # a collector of the user's replaces the product's options (two collectors stop the JVM at start); the
+    # logging configuration stays in every case.
+    ours = _driver_options(monkeypatch, tmp_path)
+    assert ours[0].startswith("-Dlog4j2.configurationFile=file:") and "-XX:+UseG1GC" in ours
+
+    added = _driver_options(monkeypatch, tmp_path, **{"spark.driver.extraJavaOptions": " -XX:TieredStopAtLevel=1 "})
+    assert added == [*ours, "-XX:TieredStopAtLevel=1"]
+
+    collector = _driver_options(monkeypatch, tmp_path, **{"spark.driver.extraJavaOptions": "-XX:+UseParallelGC -Xss4m"})
+    assert collector == [ours[0], "-XX:+UseParallelGC", "-Xss4m"]
