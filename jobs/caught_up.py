@@ -20,6 +20,7 @@ import json
 import logging
 import os
 
+from ticdc_delta.exceptions import SourceError
 from ticdc_delta.jobs.config import Config, TargetConfig
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.paths import under_existing_runtime
@@ -57,11 +58,18 @@ def nothing_new(config: Config, source: KafkaSource) -> bool:
 
 def small_run(config: Config, source: KafkaSource) -> bool:
     """True if a run of `config` until idle has at most `spark.quick_compiler_max_backlog` messages
-    to read: its local JVM then compiles with C1 only (jobs.session.QUICK_COMPILER). The count runs from where
-    the group's commits (else `kafka.start_from`) say; a checkpoint is at or after them, so it errs high."""
+    to read: its local JVM then compiles with C1 only (jobs.session.QUICK_COMPILER). The count runs from this
+    target's commits to the group (else the first offset); its checkpoint is at or after them, so it errs high.
+    Where the count cannot be known (commits of something else, `start_from = "latest"` without commits) or
+    Kafka does not answer, the JVM keeps the full compiler: this only makes a run faster."""
     limit = config.spark.quick_compiler_max_backlog
     if config.run.mode != "until-idle" or limit == 0 or under_existing_runtime():
         return False
-    backlog = source.backlog()
-    log.info("%d messages to read at most (spark.quick_compiler_max_backlog: %d)", backlog, limit)
-    return backlog <= limit
+    try:
+        backlog = source.backlog(commit_tag(config.target))
+    except SourceError as err:
+        log.debug("could not count the messages to read (%s): the JVM keeps its full compiler", err)
+        return False
+    log.info("messages to read: %s (spark.quick_compiler_max_backlog: %d)",
+             "unknown" if backlog is None else f"{backlog} at most", limit)
+    return backlog is not None and backlog <= limit

@@ -220,7 +220,7 @@ class SparkConfig:
     conf: Mapping[str, str] = field(default_factory=dict)
     # A run --until-idle with at most this many messages to read (known before Spark starts) starts the
     # local JVM with the quick compiler only (jobs.session.QUICK_COMPILER); 0: never.
-    quick_compiler_max_backlog: int = 20_000
+    quick_compiler_max_backlog: int = 200_000
 
     def __post_init__(self) -> None:
         value = self.quick_compiler_max_backlog

@@ -248,16 +248,29 @@ def local_conf(
 _DRIVER_JVM_OPTIONS = "spark.driver.extraJavaOptions"
 
 
+def _collector_option(option: str) -> bool:
+    return option.startswith("-XX:+Use") and option.endswith("GC")
+
+
 def driver_jvm_options(ours: str, theirs: str) -> str:
     """The local driver JVM's options: the user's (`spark.conf`'s spark.driver.extraJavaOptions) after ours,
-    so theirs win, and ours left out entirely when theirs name a garbage collector (the JVM refuses two).
+    so theirs win; where theirs name a garbage collector (the JVM refuses two), ours without our collector
+    and its tuning (`LOCAL_JVM_OPTIONS`, or a collector of the caller's).
 
     Replacing ours outright would also drop the logging configuration that keeps a run's log readable."""
-    if not theirs.strip():
+    theirs = theirs.strip()
+    if not theirs:
         return ours
-    if any(option.startswith("-XX:+Use") and option.endswith("GC") for option in theirs.split()):
-        return theirs.strip()
-    return f"{ours} {theirs.strip()}"
+    if any(_collector_option(option) for option in theirs.split()):
+        tuning = set(LOCAL_JVM_OPTIONS.split())
+        ours = " ".join(o for o in ours.split() if not _collector_option(o) and o not in tuning)
+    return f"{ours} {theirs}".strip()
+
+
+def compiles_quickly(options: str) -> bool:
+    """Whether a JVM started with `options` has only its quick compiler (the last TieredStopAtLevel counts)."""
+    levels = [o.partition("=")[2] for o in options.split() if o.startswith("-XX:TieredStopAtLevel=")]
+    return bool(levels) and levels[-1] == "1"
 
 
 def _quiet_spark_submit(session: SparkSession) -> None:
@@ -328,10 +341,11 @@ def get_spark(
     # (PySpark refuses workers of another minor version); read when the context starts.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
-    for key, value in local_conf(master, conf, packages, jvm_options).items():
+    settings = local_conf(master, conf, packages, jvm_options)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     log.info("starting local Spark (%s) with %s%s", master, ", ".join([delta_package(), *packages]),
-             " (the JVM's quick compiler only: a short run)" if QUICK_COMPILER in jvm_options else "")
+             " (the JVM's quick compiler only)" if compiles_quickly(settings[_DRIVER_JVM_OPTIONS]) else "")
     try:
         session = builder.getOrCreate()
     except Exception as err:  # noqa: BLE001 - PySparkRuntimeError's class moved between releases

@@ -121,7 +121,7 @@ def test_a_spark_jvm_killed_mid_run_exits_8_in_one_line_and_the_next_run_resumes
     assert status == SPARK_GONE, output[-3000:]
     assert len(errors) == 1 and "Spark's JVM stopped answering" in errors[0] and "run the job again" in errors[0], errors
     assert "Traceback" not in output
-    assert "(the JVM's quick compiler only: a short run)" in output
+    assert "(the JVM's quick compiler only)" in output
 
     run_job(spark, kafka, topic, str(lake), group)
 

@@ -25,7 +25,7 @@ from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Tombstones
 from ticdc_delta.jobs import session as session_module
 from ticdc_delta.jobs.batch_metrics import METRICS_LOGGER
-from ticdc_delta.jobs.caught_up import nothing_new
+from ticdc_delta.jobs.caught_up import commit_tag, nothing_new
 from ticdc_delta.jobs.cli import exit_status
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.pipeline import Pipeline
@@ -110,7 +110,8 @@ def test_a_drain_records_every_batch_status_shows_where_the_consumer_stands_and_
     # last watermark as applied commitTs and their current Delta version. A run then, with nothing new, ends at
     # once (one line naming the consumer and partitions), without asking for Spark: its job never starts (no
     # effective configuration logged) and no product table gets a commit (lease, checkpoints). The group's commits do not count for
-    # another target, nor once a message is published after them.
+    # another target, nor once a message is published after them; the count of messages a run has to read (which
+    # picks its JVM's compiler) is unknown for another target, 1 after that message, all for a new group.
     caplog.set_level(logging.INFO)
     feed, published = _two_tables_feed()
     topic, group, target = f"metrics-{unique}", f"g-{unique}", str(tmp_path / "lake")
@@ -194,16 +195,20 @@ def test_a_drain_records_every_batch_status_shows_where_the_consumer_stands_and_
     assert not [m for m in said if m.startswith(("effective configuration", "done: "))]
     assert versions() == before
 
-    def skips(job) -> bool:
+    def skips(job) -> tuple[bool, int | None]:
+        """Whether a run of `job` would end at once, and the backlog that picks its JVM's compiler."""
         source = KafkaSource(job.kafka)
         try:
-            return nothing_new(job, source)
+            return nothing_new(job, source), source.backlog(commit_tag(job.target))
         finally:
             source.close()
 
-    assert not skips(job_config(kafka, topic, str(tmp_path / "another"), group))
+    # Another target's run cannot tell how far its checkpoint is (None: the full compiler).
+    assert skips(job_config(kafka, topic, str(tmp_path / "another"), group)) == (False, None)
     publish(kafka, topic, feed.messages[-1:])  # (a watermark: the run after it would apply nothing, but read it)
-    assert not skips(job_config(kafka, topic, target, group))
+    assert skips(job_config(kafka, topic, target, group)) == (False, 1)
+    # A group without commits reads from the first offset: every message published.
+    assert skips(job_config(kafka, topic, target, f"new-{group}")) == (False, len(feed.messages) + 1)
 
 
 def test_a_drain_on_a_terminal_shows_a_live_progress_line(spark, kafka, tmp_path, unique):

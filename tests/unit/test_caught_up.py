@@ -85,7 +85,7 @@ def test_no_broker_is_asked_where_the_run_keeps_the_full_compiler(sections, env,
 
 
 def test_the_backlog_limit_is_a_whole_number_of_at_least_0():
-    assert config.SparkConfig().quick_compiler_max_backlog == 20_000
+    assert config.SparkConfig().quick_compiler_max_backlog == 200_000
     for wrong in (-1, True, 1.5, "20000"):
         with pytest.raises(ConfigError, match="spark.quick_compiler_max_backlog"):
             config.SparkConfig(quick_compiler_max_backlog=wrong)

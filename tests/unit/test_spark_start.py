@@ -83,3 +83,23 @@ def test_the_users_driver_jvm_options_come_after_the_products_and_keep_its_loggi
 
     collector = _driver_options(monkeypatch, tmp_path, **{"spark.driver.extraJavaOptions": "-XX:+UseParallelGC -Xss4m"})
     assert collector == [ours[0], "-XX:+UseParallelGC", "-Xss4m"]
+
+
+def test_a_short_runs_quick_compiler_stays_unless_the_user_asks_for_the_full_one(monkeypatch, tmp_path):
+    # Setup: the options of a short run's JVM (the product's collector and the quick compiler), with the
+    # user's collector, then with the user's full compiler.
+    # Expect: the user's collector replaces only the product's; the quick compiler stays, and counts as such
+    # (what the start-up line says) until the user's own TieredStopAtLevel comes after it.
+    monkeypatch.setenv("TICDC_DELTA_CACHE", str(tmp_path / "cache"))
+    short = f"{session.LOCAL_JVM_OPTIONS} {session.QUICK_COMPILER}"
+
+    def options(theirs: str) -> str:
+        return session.local_conf("local[2]", {"spark.driver.extraJavaOptions": theirs}, jvm_options=short)[
+            "spark.driver.extraJavaOptions"]
+
+    collector = options("-XX:+UseSerialGC")
+    assert "-XX:+UseG1GC" not in collector and "-XX:G1PeriodicGCInterval=5000" not in collector
+    assert session.QUICK_COMPILER in collector and collector.endswith("-XX:+UseSerialGC")
+    assert session.compiles_quickly(collector) and session.compiles_quickly(short)
+    assert not session.compiles_quickly(options("-XX:TieredStopAtLevel=4"))
+    assert not session.compiles_quickly(session.LOCAL_JVM_OPTIONS)
