@@ -20,7 +20,7 @@ import json
 import logging
 import os
 
-from ticdc_delta.exceptions import SourceError
+from ticdc_delta.exceptions import KafkaAuthenticationError, KafkaUnreachableError, SourceError
 from ticdc_delta.jobs.config import Config, TargetConfig
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.paths import under_existing_runtime
@@ -60,13 +60,17 @@ def small_run(config: Config, source: KafkaSource) -> bool:
     """True if a run of `config` until idle has at most `spark.quick_compiler_max_backlog` messages
     to read: its local JVM then compiles with C1 only (jobs.session.QUICK_COMPILER). The count runs from this
     target's commits to the group (else the first offset); its checkpoint is at or after them, so it errs high.
-    Where the count cannot be known (commits of something else, `start_from = "latest"` without commits) or
-    Kafka does not answer, the JVM keeps the full compiler: this only makes a run faster."""
+    Where the count cannot be known (commits of something else, `start_from = "latest"` without commits), the
+    JVM keeps the full compiler; Kafka unreachable or refusing the job's credentials ends the run as it would
+    have a moment later. Only the driver engine: the Spark engine's batches, most of them JVM work, were not
+    measured on the quick compiler."""
     limit = config.spark.quick_compiler_max_backlog
-    if config.run.mode != "until-idle" or limit == 0 or under_existing_runtime():
+    if config.run.mode != "until-idle" or config.run.engine != "driver" or limit == 0 or under_existing_runtime():
         return False
     try:
         backlog = source.backlog(commit_tag(config.target))
+    except (KafkaUnreachableError, KafkaAuthenticationError):
+        raise
     except SourceError as err:
         log.debug("could not count the messages to read (%s): the JVM keeps its full compiler", err)
         return False

@@ -267,18 +267,18 @@ class KafkaSource:
         return len(tps)
 
     def backlog(self, tag: str) -> int | None:
-        """At least how many messages a run of the target whose commits carry `tag` has to read, from the group's
+        """At most how many messages a run of the target whose commits carry `tag` has to read, from the group's
         committed offsets (else the first offset, `start_from = "earliest"`) to the end offsets now; None where
         that says nothing (a commit without `tag`, or none with `start_from = "latest"`: the run starts where
         its checkpoint says). Nothing is assigned, read or committed."""
         tps = [KafkaPartition(t, p) for t, ids in self.partitions().items() for p in ids]
         total = 0
         for c in self._group_commits(tps):
-            low, high = self._offset_range(TopicPartition(c.topic, c.partition))
             if c.error is not None or (c.offset >= 0 and c.metadata != tag):
                 return None
             if c.offset < 0 and self._config.start_from != "earliest":
                 return None
+            low, high = self._offset_range(TopicPartition(c.topic, c.partition))
             total += max(0, high - max(c.offset, low))
         return total
 

@@ -3,6 +3,7 @@ progress line on a real pseudo-terminal, and `ticdc-delta status`, on a real bro
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -207,8 +208,12 @@ def test_a_drain_records_every_batch_status_shows_where_the_consumer_stands_and_
     assert skips(job_config(kafka, topic, str(tmp_path / "another"), group)) == (False, None)
     publish(kafka, topic, feed.messages[-1:])  # (a watermark: the run after it would apply nothing, but read it)
     assert skips(job_config(kafka, topic, target, group)) == (False, 1)
-    # A group without commits reads from the first offset: every message published.
+    # A group without commits reads from the first offset: every message published; from the end offsets
+    # (start_from = "latest"), where its checkpoint says: unknown.
     assert skips(job_config(kafka, topic, target, f"new-{group}")) == (False, len(feed.messages) + 1)
+    new_group = job_config(kafka, topic, target, f"new-{group}")
+    latest = dataclasses.replace(new_group, kafka=dataclasses.replace(new_group.kafka, start_from="latest"))
+    assert skips(latest) == (False, None)
 
 
 def test_a_drain_on_a_terminal_shows_a_live_progress_line(spark, kafka, tmp_path, unique):

@@ -19,7 +19,8 @@ pytestmark = [
     pytest.mark.one_pair(
         "the applier's decisions on names and tombstones, the same Python on both pairs; the Delta renames and "
         "tombstones' statements run on both pairs in test_simple_pipeline",
-        pair="newest",
+        # On the oldest since 2026-11-27: the newest side ran about a minute longer (CI time).
+        pair="oldest",
     ),
 ]
 

@@ -66,12 +66,14 @@ def test_the_setting_and_its_flag():
 @pytest.mark.parametrize(
     "sections, env",
     [({"run": {"mode": "continuous"}}, {}), ({"spark": {"quick_compiler_max_backlog": 0}}, {}),
+     ({"run": {"engine": "spark"}}, {}),
      ({}, {"DATABRICKS_RUNTIME_VERSION": "16.4"}), ({}, {"PYSPARK_GATEWAY_PORT": "4040"})],
-    ids=["continuous", "switched-off", "databricks", "spark-submit"],
+    ids=["continuous", "switched-off", "spark-engine", "databricks", "spark-submit"],
 )
 def test_no_broker_is_asked_where_the_run_keeps_the_full_compiler(sections, env, monkeypatch):
-    # Expect: a continuous run, the setting at 0, or a session that is not the job's to start (Databricks,
-    # spark-submit) keep the full compiler, decided at once without Kafka (the broker is nowhere).
+    # Expect: a continuous run, the setting at 0, the Spark engine (not measured on the quick compiler), or a
+    # session that is not the job's to start (Databricks, spark-submit) keep the full compiler, decided at once
+    # without Kafka (the broker is nowhere).
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     loaded = config.from_mapping({**NOWHERE, **sections})

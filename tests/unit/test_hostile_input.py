@@ -61,8 +61,8 @@ settings.register_profile(
 PROFILE = settings.get_profile("hostile-input")
 
 # Examples per case: each CI pair runs half of what one pair ran until 2026-11-27, from a seed of its own
-# Python version (`PAIR_SEED`): together they try as many distinct inputs as one pair did, each in 25 s of
-# CPU instead of 50 on the 2-core machine both pairs share (the fault script's fuzz section pushes a million
+# Python version (`PAIR_SEED`): together they try about as many distinct inputs as one pair did (both start
+# from hypothesis' simplest examples), each in about a third of the CPU on the 2-core machine both pairs share (the fault script's fuzz section pushes a million
 # messages through the same mutations). Still deterministic: a pair's examples are the same on every run.
 RANDOM_EXAMPLES = 25
 MUTATED_EXAMPLES = 55
