@@ -196,10 +196,12 @@ class Pipeline:
         log.info("effective configuration: %s", json.dumps(self._config.describe(), sort_keys=True))
         self._run_id = uuid.uuid4().hex
         try:
-            # Taken before the checkpoint is read: what a previous holder saved last is what counts.
-            with self._lease.held() if self._lease is not None else nullcontext():
+            # The checkpoint is read once the lease was seen free, while the take is written (`ConsumerLease.acquire`):
+            # what a previous holder saved last is what counts.
+            load = functools.partial(self._checkpoints.load, self._consumer_id)
+            with self._lease.held(meanwhile=load) if self._lease is not None else nullcontext(load()) as checkpoint:
                 try:
-                    self._start()
+                    self._start(checkpoint)
                     return self._loop()
                 finally:
                     if self._progress is not None:
@@ -211,8 +213,7 @@ class Pipeline:
             if self._gate is not None:
                 self._gate.close()
 
-    def _start(self) -> None:
-        checkpoint = self._checkpoints.load(self._consumer_id)
+    def _start(self, checkpoint: Checkpoint | None) -> None:
         if checkpoint is not None:
             log.info("resuming %s from checkpoint batch %d", self._consumer_id, checkpoint.batch)
             self._decoder.restore(checkpoint.decoder_state)

@@ -317,3 +317,41 @@ def test_a_write_beaten_by_another_commit_is_decided_again():
     with pytest.raises(ApplyError, match="could not renew the lease in 5 attempts"):
         a.renew()
     a.check("merge")  # still held: the last confirmed renewal is recent
+
+
+def test_the_read_made_alongside_the_take_is_the_lease_holders_and_made_again_after_a_lost_race():
+    # Setup: the job's first read (its checkpoint) handed to the take as `meanwhile`: (1) a new table;
+    # (2) a released lease, whose first write is beaten by another commit and lands the second time;
+    # (3) a read that fails once the take landed; (4) a lease a live holder renews.
+    # Expect: (1) the read's result is the block's; (2) it is read again for the second write, and the
+    # second read is what the block gets; (3) its error is raised and the lease given back, not left to
+    # expire; (4) refused without reading (nothing is read for a lease not seen free).
+    store, clock = _Store(created=False), _Time()
+    with _lease(store, clock).held(meanwhile=lambda: "checkpoint") as read:
+        assert read == "checkpoint"
+
+    reads = []
+
+    def checkpoint() -> int:
+        reads.append(store.writes)  # the writes so far: each read goes with one take's write
+        return len(reads)
+
+    store.beaten = 1
+    with _lease(store, clock).held(meanwhile=checkpoint) as read:
+        assert read == 2 and len(reads) == 2
+
+    def failing() -> None:
+        raise OSError("storage unreachable")
+
+    failed = _lease(store, clock)
+    with pytest.raises(OSError, match="storage unreachable"):
+        failed.acquire(meanwhile=failing)
+    assert store.rows["shop"].owner is None and store.rows["shop"].epoch == 3  # taken (the third), then given back
+
+    holder = _lease(store, clock)
+    holder.acquire()
+    clock.during_sleep.append(holder.renew)
+    reads.clear()
+    with pytest.raises(LeaseHeldError):
+        _lease(store, clock).acquire(meanwhile=checkpoint)
+    assert reads == []
