@@ -12,12 +12,14 @@ a `revision` that grows with every write, and `expires_at`.
   job's row (one commit; of two jobs creating it at once, one commit wins
   and the other job goes on as below). Otherwise read the row; if it is
   free (none, released, or expired) write
-  the new owner with one MERGE that changes the row only if its revision is
-  still the one read, then read it back. Of two jobs taking it at once, Delta's
-  optimistic concurrency refuses one commit (a concurrent-modification error):
-  that one takes it as "someone else wrote first", reads the row again and
-  decides again (the MERGE is not simply run again: against a holder that
-  keeps renewing, it could lose every race).
+  the new owner with one UPDATE that changes the row only if its revision is
+  still the one read (Delta reports the rows it changed). Of two jobs taking
+  it at once, Delta's optimistic concurrency refuses one commit (a
+  concurrent-modification error): that one takes it as "someone else wrote
+  first", reads the row again and decides again (the UPDATE is not simply run
+  again: against a holder that keeps renewing, it could lose every race).
+  The job's first read (its checkpoint) runs while the take is written where
+  nobody can write meanwhile (`acquire`).
 - Held by a live job: the newcomer waits, re-reading, until the lease is
   renewed (its holder is running: refuse with LeaseHeldError), released, or
   expired (its holder was killed: take it over). A killed job's lease
@@ -28,7 +30,7 @@ a `revision` that grows with every write, and `expires_at`.
   restarted after a crash, a supervisor's restart). Not on Spark Connect,
   whose server may still run a statement of a client that died.
 - Renewing: a heartbeat thread, on a Spark session of its own, renews every
-  quarter of the lease (the same conditional MERGE: a renewal that finds
+  quarter of the lease (the same conditional UPDATE: a renewal that finds
   another owner or epoch means the lease was lost), so even a MERGE that
   takes longer than the lease does not lose it. (On Spark Connect the
   session cannot be forked: renewals wait for the job's statement, and the
@@ -110,9 +112,12 @@ class ConsumerLease:
         sleep: Callable[[float], None] = time.sleep,
         gone: Callable[[str | None], bool] = process_gone,
         process: str | None = None,
+        overlap: bool = True,
     ) -> None:
         """`process`: what `apply.process_identity` knows of the processes that commit for this job
-        (written into the row; None: only the lease's expiry frees it when the job dies)."""
+        (written into the row; None: only the lease's expiry frees it when the job dies). `overlap` False:
+        the job's first read runs after the take, not alongside it (`acquire`: a session that cannot be
+        forked runs one statement at a time)."""
         self._store = store
         self._consumer = consumer
         self._seconds = seconds
@@ -120,6 +125,7 @@ class ConsumerLease:
         self._clock = clock
         self._sleep = sleep
         self._gone = gone
+        self._overlap = overlap
         self.owner = uuid.uuid4().hex
         self.holder = f"{socket.gethostname()} pid {os.getpid()}"
         self.process = process
@@ -137,41 +143,45 @@ class ConsumerLease:
     # --- taking it ------------------------------------------------------------------
 
     def acquire(self, meanwhile: Callable[[], T] | None = None) -> T | None:
-        """Take the lease, waiting while a holder that may be gone has not yet expired.
+        """Take the lease, waiting while a holder that may be gone has not yet expired; then `meanwhile`'s result.
 
-        `meanwhile`: a read the job makes first once it holds the lease (its
-        checkpoint), run while the take's write is in flight, once the lease was
-        seen free: whoever held it last has stopped writing by then, and a
-        holder coming in between changes the row, so the take fails and the
-        read is discarded and made again. Its result is returned; its error is
-        raised once the lease is given back. (About 0.3-0.45 s a run on a warm
-        session, measured: the take's write is the dearest step of the start.)
+        `meanwhile`: the job's first read once it holds the lease (its
+        checkpoint). Where the lease was seen released, never taken, or held by
+        processes that have ended, nobody can write until the take lands, and a
+        holder coming in between would change the row and fail the take: so the
+        read runs while the take is written (on a session of its own), and is
+        discarded and made again with the next attempt where the take fails
+        (about 0.3-0.45 s a run on a warm session, measured). After an expired
+        lease (a holder that may be paused mid-commit), and where the session
+        cannot be forked, it runs after the take. If it fails, the lease is
+        given back and its error raised.
 
         Raises LeaseHeldError when the holder shows it is alive (it renews or
         re-takes the lease meanwhile), or when the lease stays valid beyond
         twice this job's lease time (a job with a longer lease).
         """
+        return self._then(self._take_with(meanwhile))
+
+    def _take_with(self, meanwhile: Callable[[], T] | None) -> _Alongside:
+        """Take the lease (see `acquire`); `meanwhile`'s read, made or under way."""
         now_us, started = micros(self._wall()), self._clock()
         first = self._successor(None, now_us)
         if self._store.prepare(first):  # a new table, made holding this job's row: nothing to read or decide
             self._taken(first, None, now_us, started)
-            return self._then(_Alongside(meanwhile))  # (a new target: the read finds no table, at once)
+            return _Alongside(meanwhile)
         observed: LeaseRecord | None = None
         give_up_at = 0.0
         while True:
             seen = self._store.read(self._consumer)
             now_us = micros(self._wall())
-            if seen is None or seen.free_at(now_us) or self._gone(seen.process):
-                alongside = _Alongside(meanwhile)
-                try:
-                    taken = self._take(seen, now_us)
-                except BaseException:
+            gone = seen is not None and self._gone(seen.process)
+            if seen is None or seen.free_at(now_us) or gone:
+                quiet = seen is None or seen.owner is None or gone  # (not merely expired)
+                alongside = _Alongside(meanwhile if quiet and self._overlap else None)
+                if not self._take(seen, now_us):
                     alongside.discard()
-                    raise
-                if taken:
-                    return self._then(alongside)
-                alongside.discard()
-                continue  # someone else changed the row between our read and our write: decide again
+                    continue  # someone else changed the row between our read and our write: decide again
+                return alongside if alongside.started else _Alongside(meanwhile)
             if observed is None:
                 observed = seen
                 wait = min((seen.expires_us - now_us) / 1e6, 2 * self._seconds)
@@ -198,10 +208,11 @@ class ConsumerLease:
             self._sleep(self._poll_seconds())
 
     def _then(self, alongside: _Alongside) -> object:
-        """The read made alongside the take; if it failed, the lease is given back and its error raised."""
+        """The read made with the take; if it failed, the lease is given back (the read commits nothing, so
+        also after an interruption) and its error raised."""
         try:
             return alongside.outcome()
-        except Exception:
+        except BaseException:
             self.release()
             raise
 
@@ -398,13 +409,13 @@ class ConsumerLease:
         still be running could commit after another job took the lease; it
         expires instead.
         """
-        result = self.acquire(meanwhile)
+        reading = self._take_with(meanwhile)
         self._stopping.clear()
         beat = threading.Thread(target=self._heartbeat, name=f"lease-{self._consumer}", daemon=True)
-        beat.start()
+        beat.start()  # (before the read is waited for: a slow read does not let the lease lapse)
         interrupted = False
         try:
-            yield result
+            yield self._then(reading)
         except Exception:
             raise
         except BaseException:
@@ -440,6 +451,10 @@ class _Alongside:
         if self._error is not None:
             raise self._error
         return self._result
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
 
     def discard(self) -> None:
         """Wait for the read, and forget it (the take it went with did not land)."""

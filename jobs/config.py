@@ -219,7 +219,7 @@ class SparkConfig:
     master: str = "local[*]"
     conf: Mapping[str, str] = field(default_factory=dict)
     # A run --until-idle with at most this many messages to read (known before Spark starts) starts the
-    # local JVM with the quick compiler only (jobs.session.QUICK_COMPILER); 0: never.
+    # local JVM with the quick compiler only (jobs.session.QUICK_COMPILER), as `status` and `tables` do; 0: never.
     quick_compiler_max_backlog: int = 200_000
 
     def __post_init__(self) -> None:

@@ -140,6 +140,7 @@ class Pipeline:
             config.kafka.group_id,
             config.run.lease_seconds,
             process=committing_processes(spark, sql.isolated),
+            overlap=sql.isolated,
         )
         if not sql.isolated:
             log.warning(

@@ -153,6 +153,12 @@ def spark_for(config, packages: Sequence[str] = (), *, quick_compiler: bool = Fa
     return get_spark(config.spark.master, conf, extra, jvm_options=jvm_options)
 
 
+def quick_for_a_few_reads(config) -> bool:
+    """Whether a command that reads a few small tables and ends (`status`, `tables`) starts its local JVM with
+    the quick compiler, as a small run does: unless `spark.quick_compiler_max_backlog` is 0 (never)."""
+    return config.spark.quick_compiler_max_backlog > 0
+
+
 def kafka_source_package() -> str:
     """Spark's own Kafka source for the installed pyspark (the Spark engine; the benchmark's baseline).
 

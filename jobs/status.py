@@ -210,9 +210,9 @@ def render(report: StatusReport) -> str:
 
 def print_status(config: Config, *, as_json: bool = False) -> int:
     """`ticdc-delta status`: gather and print; exit status 0."""
-    from ticdc_delta.jobs.session import spark_for
+    from ticdc_delta.jobs.session import quick_for_a_few_reads, spark_for
 
-    report = gather_status(config, spark_for(config))
+    report = gather_status(config, spark_for(config, quick_compiler=quick_for_a_few_reads(config)))
     sys.stdout.write(json.dumps(to_json(report), indent=2) + "\n" if as_json else render(report))
     sys.stdout.flush()
     return 0

@@ -39,11 +39,11 @@ def table_path(spark, root: str, database: str, table: str) -> str:
 def print_tables(config: Config, *, as_json: bool = False) -> int:
     """Print the consumer's tables and where each is: `database.table<TAB>location`."""
     from ticdc_delta.apply.table_registry import TableRegistry
-    from ticdc_delta.jobs.session import spark_for
+    from ticdc_delta.jobs.session import quick_for_a_few_reads, spark_for
 
     if not config.target.path:
         raise ConfigError("tables: catalog tables are found by name in target.catalog; this lists path tables")
-    locator, sql = _located(spark_for(config), config.target.path)
+    locator, sql = _located(spark_for(config, quick_compiler=quick_for_a_few_reads(config)), config.target.path)
     names = TableRegistry(sql, locator, config.kafka.group_id).tables()
     rows = [{"database": t.database, "table": t.table, "location": locator.path(t)} for t in names]
     if as_json:

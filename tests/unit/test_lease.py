@@ -11,6 +11,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -319,39 +320,60 @@ def test_a_write_beaten_by_another_commit_is_decided_again():
     a.check("merge")  # still held: the last confirmed renewal is recent
 
 
-def test_the_read_made_alongside_the_take_is_the_lease_holders_and_made_again_after_a_lost_race():
-    # Setup: the job's first read (its checkpoint) handed to the take as `meanwhile`: (1) a new table;
-    # (2) a released lease, whose first write is beaten by another commit and lands the second time;
-    # (3) a read that fails once the take landed; (4) a lease a live holder renews.
-    # Expect: (1) the read's result is the block's; (2) it is read again for the second write, and the
-    # second read is what the block gets; (3) its error is raised and the lease given back, not left to
-    # expire; (4) refused without reading (nothing is read for a lease not seen free).
+def test_the_first_read_runs_while_the_take_is_written_and_is_made_again_when_a_holder_came_in_between():
+    # Setup: the job's first read (its checkpoint) handed to the take as `meanwhile`, on a released lease:
+    # the read waits for the take's write to begin, and the write for the read to begin.
+    # Expect: both proceed (they overlap: a read made before or after the take would time out) and the
+    # read's result is the block's. Then a holder taking and releasing the lease between a job's read of
+    # the row and its write: the take fails, its read is discarded, and the next attempt's read is used.
     store, clock = _Store(created=False), _Time()
-    with _lease(store, clock).held(meanwhile=lambda: "checkpoint") as read:
+    with _lease(store, clock).held():
+        pass
+    reading, writing = threading.Event(), threading.Event()
+
+    def overlapping_read() -> str:
+        reading.set()
+        assert writing.wait(10), "the take was not written while the read ran"
+        return "checkpoint"
+
+    def begin_write() -> None:
+        assert reading.wait(10), "the read did not run while the take was written"
+        writing.set()
+
+    store.before_write = begin_write
+    with _lease(store, clock).held(meanwhile=overlapping_read) as read:
         assert read == "checkpoint"
 
     reads = []
+    rival = _lease(store, clock)
+    store.before_write = lambda: (rival.acquire(), rival.release())
+    with _lease(store, clock).held(meanwhile=lambda: reads.append(store.rows["shop"].epoch) or len(reads)) as read:
+        assert read == 2 and store.rows["shop"].epoch == 4  # (the rival took it at 3 in between)
 
-    def checkpoint() -> int:
-        reads.append(store.writes)  # the writes so far: each read goes with one take's write
-        return len(reads)
 
-    store.beaten = 1
-    with _lease(store, clock).held(meanwhile=checkpoint) as read:
-        assert read == 2 and len(reads) == 2
+def test_after_an_expired_lease_or_without_a_fork_the_first_read_runs_after_the_take():
+    # Setup: (1) a holder that was not released and expired (it may be paused mid-commit, its process
+    # still there); (2) a released lease taken by a job whose session cannot be forked (`overlap` False).
+    # Expect: the read begins only once the take has landed (the row is this job's when it reads).
+    store, clock = _Store(), _Time()
+    _lease(store, clock).acquire()
+    clock.now += 61
+    late = _lease(store, clock)
+    assert late.acquire(meanwhile=lambda: store.rows["shop"].owner) == late.owner
+    late.release()
+    unforked = ConsumerLease(store, "shop", 60.0, wall=clock.wall, clock=clock.clock, sleep=clock.sleep, overlap=False)
+    assert unforked.acquire(meanwhile=lambda: store.rows["shop"].owner) == unforked.owner
+
+
+@pytest.mark.parametrize("error", [OSError("storage unreachable"), KeyboardInterrupt()])
+def test_a_first_read_that_fails_gives_the_lease_back_and_raises_its_error(error):
+    # The read commits nothing, so the lease is given back also after an interruption, not left to expire.
+    store, clock = _Store(), _Time()
 
     def failing() -> None:
-        raise OSError("storage unreachable")
+        raise error
 
-    failed = _lease(store, clock)
-    with pytest.raises(OSError, match="storage unreachable"):
-        failed.acquire(meanwhile=failing)
-    assert store.rows["shop"].owner is None and store.rows["shop"].epoch == 3  # taken (the third), then given back
-
-    holder = _lease(store, clock)
-    holder.acquire()
-    clock.during_sleep.append(holder.renew)
-    reads.clear()
-    with pytest.raises(LeaseHeldError):
-        _lease(store, clock).acquire(meanwhile=checkpoint)
-    assert reads == []
+    with pytest.raises(type(error)):
+        with _lease(store, clock).held(meanwhile=failing):
+            pytest.fail("the block ran without the read")
+    assert store.rows["shop"].owner is None and store.rows["shop"].epoch == 1  # taken, then given back

@@ -103,3 +103,35 @@ def test_a_short_runs_quick_compiler_stays_unless_the_user_asks_for_the_full_one
     assert session.compiles_quickly(collector) and session.compiles_quickly(short)
     assert not session.compiles_quickly(options("-XX:TieredStopAtLevel=4"))
     assert not session.compiles_quickly(session.LOCAL_JVM_OPTIONS)
+
+
+@pytest.mark.parametrize("command", ["status", "tables"])
+@pytest.mark.parametrize("limit, quick", [(200_000, True), (0, False)])
+def test_status_and_tables_start_their_jvm_with_the_quick_compiler_unless_the_setting_says_never(
+    monkeypatch, command, limit, quick
+):
+    # Setup: `status` and `tables` (a few small reads, then the process ends), with
+    # spark.quick_compiler_max_backlog at its default and at 0; Spark's start replaced by a recorder.
+    # Expect: the quick compiler asked for by default, not with 0 ("never").
+    from ticdc_delta.jobs import config as config_module
+    from ticdc_delta.jobs.status import print_status
+    from ticdc_delta.jobs.tables import print_tables
+
+    asked = []
+
+    class Started(Exception):
+        pass
+
+    def spark_for(config, packages=(), *, quick_compiler=False):
+        asked.append(quick_compiler)
+        raise Started
+
+    monkeypatch.setattr(session, "spark_for", spark_for)
+    config = config_module.from_mapping({
+        "kafka": {"bootstrap_servers": "localhost:1", "topics": ["t"], "group_id": "g"},
+        "target": {"path": "/tmp/lake"},
+        "spark": {"quick_compiler_max_backlog": limit},
+    })
+    with pytest.raises(Started):
+        (print_status if command == "status" else print_tables)(config)
+    assert asked == [quick]
