@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from chispa import assert_df_equality
 
 from testbed.demo import demo_changefeed
 from testbed.encoders.debezium import DebeziumWriter
-from tests.support import assert_table, publish, run_job, table_frame, table_version
+from tests.support import assert_table, publish, run_job, table_version
 from tests.workloads import DDL_EVOLUTION_TABLES, ddl_evolution, items_feed
 
 pytestmark = [
@@ -33,6 +32,9 @@ DEMO_TABLES = {
 def test_debezium_stream_into_delta(spark, kafka, tmp_path, unique, with_schema, extension):
     # Setup: the demo stream (two tables, ADD COLUMN, key changes split into d + c) as TiCDC's
     # debezium protocol. Expect: tables equal upstream; a replay under a new group changes nothing.
+    # (The protocol's acceptance check, its tables equal to Simple JSON's of the same workload, was a test of
+    # its own until 2026-11-27: both are compared here and in test_simple_pipeline with the same upstream
+    # model and Spark types, so it followed from them; cut for CI time.)
     writer = DebeziumWriter(with_schema=with_schema, enable_tidb_extension=extension)
     feed = demo_changefeed(seed=31, changes=200, debezium_writer=writer)
     topic, target = f"dbz-{unique}", str(tmp_path)
@@ -47,24 +49,6 @@ def test_debezium_stream_into_delta(spark, kafka, tmp_path, unique, with_schema,
     replay = run_job(spark, kafka, topic, target, f"replay-{unique}", protocol=protocol)
     assert replay.rows_applied == 0 and replay.schema_changes == 0
     assert {t: table_version(spark, target, "shop", t) for t in DEMO_TABLES} == versions
-
-
-def test_debezium_and_simple_give_the_same_tables(spark, kafka, tmp_path, unique):
-    # The acceptance check of the protocol: one upstream workload, materialized through
-    # Simple JSON and through Debezium, compared table against table.
-    simple_feed = demo_changefeed(seed=37, changes=150)
-    dbz_feed = demo_changefeed(seed=37, changes=150, debezium_writer=DebeziumWriter())
-    publish(kafka, f"s-{unique}", simple_feed.messages)
-    publish(kafka, f"d-{unique}", dbz_feed.messages)
-    run_job(spark, kafka, f"s-{unique}", str(tmp_path / "simple"), f"gs-{unique}")
-    run_job(spark, kafka, f"d-{unique}", str(tmp_path / "dbz"), f"gd-{unique}",
-            protocol={"name": "debezium", "enable_tidb_extension": True})
-    for table in DEMO_TABLES:
-        assert_df_equality(
-            table_frame(spark, str(tmp_path / "dbz"), "shop", table),
-            table_frame(spark, str(tmp_path / "simple"), "shop", table),
-            ignore_row_order=True,
-        )
 
 
 def test_debezium_ddl_evolution(spark, kafka, tmp_path, unique, engine):
