@@ -22,7 +22,7 @@ import os
 
 from ticdc_delta.exceptions import KafkaAuthenticationError, KafkaUnreachableError, SourceError
 from ticdc_delta.jobs.config import Config, TargetConfig
-from ticdc_delta.jobs.kafka_source import KafkaSource
+from ticdc_delta.jobs.kafka_source import GroupPosition, KafkaSource
 from ticdc_delta.jobs.paths import under_existing_runtime
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,32 @@ def commit_tag(target: TargetConfig) -> str:
     return _TAG_PREFIX + hashlib.sha256(where.encode()).hexdigest()[:16]
 
 
-def nothing_new(config: Config, source: KafkaSource) -> bool:
+class LookedOnce:
+    """A KafkaSource's `committed_at_end` and `backlog`, answered from one look at the group per target
+    (`KafkaSource.position`): the run's two checks before Spark starts (`nothing_new`, then `small_run`) ask
+    Kafka once, not twice (a round trip per partition each, against a remote cluster). An error of that look
+    ends the run as the first check's always did (the run's own reading would meet it a moment later)."""
+
+    def __init__(self, source: KafkaSource, *, count: bool) -> None:
+        """`count` False: no backlog is asked for (`might_be_small` says no), so fewer offsets are looked up."""
+        self._source = source
+        self._count = count
+        self._positions: dict[str, GroupPosition] = {}
+
+    def _position(self, tag: str) -> GroupPosition:
+        if tag not in self._positions:
+            self._positions[tag] = self._source.position(tag, count=self._count)
+        return self._positions[tag]
+
+    def committed_at_end(self, tag: str) -> int:
+        position = self._position(tag)
+        return position.partitions if position.at_end else 0
+
+    def backlog(self, tag: str) -> int | None:
+        return self._position(tag).backlog
+
+
+def nothing_new(config: Config, source: KafkaSource | LookedOnce) -> bool:
     """True (and logged) if a run of `config` until idle would find nothing to read; `source`, a KafkaSource of
     `config.kafka` (the pre-flight's), is asked only where the run could skip."""
     if config.run.mode != "until-idle" or not config.run.skip_when_caught_up:
@@ -56,7 +81,15 @@ def nothing_new(config: Config, source: KafkaSource) -> bool:
     return bool(partitions)
 
 
-def small_run(config: Config, source: KafkaSource) -> bool:
+def might_be_small(config: Config) -> bool:
+    """Whether a run of `config` could get the quick compiler (`small_run`), before counting its messages."""
+    return (
+        config.run.mode == "until-idle" and config.run.engine == "driver"
+        and config.spark.quick_compiler_max_backlog > 0 and not under_existing_runtime()
+    )
+
+
+def small_run(config: Config, source: KafkaSource | LookedOnce) -> bool:
     """True if a run of `config` until idle has at most `spark.quick_compiler_max_backlog` messages
     to read: its local JVM then compiles with C1 only (jobs.session.QUICK_COMPILER). The count runs from this
     target's commits to the group (else the first offset); its checkpoint is at or after them, so it errs high.
@@ -64,9 +97,9 @@ def small_run(config: Config, source: KafkaSource) -> bool:
     JVM keeps the full compiler; Kafka unreachable or refusing the job's credentials ends the run as it would
     have a moment later. Only the driver engine: the Spark engine's batches, most of them JVM work, were not
     measured on the quick compiler."""
-    limit = config.spark.quick_compiler_max_backlog
-    if config.run.mode != "until-idle" or config.run.engine != "driver" or limit == 0 or under_existing_runtime():
+    if not might_be_small(config):
         return False
+    limit = config.spark.quick_compiler_max_backlog
     try:
         backlog = source.backlog(commit_tag(config.target))
     except (KafkaUnreachableError, KafkaAuthenticationError):

@@ -164,17 +164,18 @@ def _command_run(args: argparse.Namespace) -> int:
     from ticdc_delta.jobs.preflight import check_before_start
 
     config = config_module.load(args.config, _overrides(args))
-    from ticdc_delta.jobs.caught_up import nothing_new, small_run
+    from ticdc_delta.jobs.caught_up import LookedOnce, might_be_small, nothing_new, small_run
     from ticdc_delta.jobs.kafka_source import KafkaSource
 
     # Before anything imports pyspark: Kafka and credentials need no Spark, nor does telling that there is
-    # nothing to read (one connection to Kafka for both).
+    # nothing to read (one connection to Kafka for both; one look at the group's commits for the last two).
     source = KafkaSource(config.kafka)
     try:
         check_before_start(config, source)
-        if nothing_new(config, source):
+        looked = LookedOnce(source, count=might_be_small(config))
+        if nothing_new(config, looked):
             return 0
-        quick_compiler = small_run(config, source)
+        quick_compiler = small_run(config, looked)
     finally:
         source.close()
     from ticdc_delta.jobs.pipeline import Pipeline

@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -60,6 +61,19 @@ _COMMIT_POLL_SECONDS = 0.01
 # librdkafka's log level (syslog's) for the offset committer: critical only.
 _QUIET = 2
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPosition:
+    """A consumer group's commits against the end offsets, for one target (`KafkaSource.position`)."""
+
+    partitions: int
+    # Every partition's committed offset carries the target's tag and is its end offset.
+    at_end: bool
+    # At most how many messages a run has to read: from the commits (a partition without one: from its first
+    # offset, with start_from = "earliest") to the end offsets; None where that says nothing (a commit without
+    # the tag, or none with start_from = "latest": the run starts where its checkpoint says).
+    backlog: int | None
 
 
 class KafkaSource:
@@ -255,32 +269,34 @@ class KafkaSource:
             for p in ids
         }
 
+    def position(self, tag: str, *, count: bool = True) -> GroupPosition:
+        """The group's committed offsets against the end offsets now, for the target whose commits carry `tag`
+        (`GroupPosition`; `count` False: no backlog, None): one look at the commits, and the offsets of as many
+        partitions as the answers need. Nothing is assigned, read or committed."""
+        tps = [KafkaPartition(t, p) for t, ids in self.partitions().items() for p in ids]
+        at_end, backlog = True, 0 if count else None
+        for c in self._group_commits(tps):
+            ours = c.error is None and c.offset >= 0 and c.metadata == tag
+            at_end = at_end and ours
+            if c.error is not None or (c.offset >= 0 and not ours) or (c.offset < 0 and self._config.start_from != "earliest"):
+                backlog = None  # a commit of something else, or none while a new group starts at the end
+            if not at_end and backlog is None:
+                break  # both answers known: no more offsets to ask
+            low, high = self._offset_range(TopicPartition(c.topic, c.partition))
+            at_end = at_end and c.offset == high
+            if backlog is not None:
+                backlog += max(0, high - max(c.offset, low))
+        return GroupPosition(len(tps), at_end, backlog)
+
     def committed_at_end(self, tag: str) -> int:
         """How many partitions the configured topics have, if the group's committed offset of every one carries
-        `tag` and is its end offset now; else 0. Nothing is assigned, read or committed."""
-        tps = [KafkaPartition(t, p) for t, ids in self.partitions().items() for p in ids]
-        for c in self._group_commits(tps):
-            if c.error is not None or c.offset < 0 or c.metadata != tag:
-                return 0
-            if c.offset != self._offset_range(TopicPartition(c.topic, c.partition))[1]:
-                return 0
-        return len(tps)
+        `tag` and is its end offset now; else 0 (`position`)."""
+        position = self.position(tag, count=False)
+        return position.partitions if position.at_end else 0
 
     def backlog(self, tag: str) -> int | None:
-        """At most how many messages a run of the target whose commits carry `tag` has to read, from the group's
-        committed offsets (else the first offset, `start_from = "earliest"`) to the end offsets now; None where
-        that says nothing (a commit without `tag`, or none with `start_from = "latest"`: the run starts where
-        its checkpoint says). Nothing is assigned, read or committed."""
-        tps = [KafkaPartition(t, p) for t, ids in self.partitions().items() for p in ids]
-        total = 0
-        for c in self._group_commits(tps):
-            if c.error is not None or (c.offset >= 0 and c.metadata != tag):
-                return None
-            if c.offset < 0 and self._config.start_from != "earliest":
-                return None
-            low, high = self._offset_range(TopicPartition(c.topic, c.partition))
-            total += max(0, high - max(c.offset, low))
-        return total
+        """At most how many messages a run of the target whose commits carry `tag` has to read (`position`)."""
+        return self.position(tag).backlog
 
     def _group_commits(self, tps: list[KafkaPartition]) -> list[KafkaPartition]:
         """The group's committed offset (and its metadata) of each of `tps`, asked now."""

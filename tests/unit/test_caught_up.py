@@ -89,3 +89,25 @@ def test_the_backlog_limit_is_a_whole_number_of_at_least_0():
     for wrong in (-1, True, 1.5, "20000"):
         with pytest.raises(ConfigError, match="spark.quick_compiler_max_backlog"):
             config.SparkConfig(quick_compiler_max_backlog=wrong)
+
+
+def test_the_two_checks_before_spark_starts_look_at_the_group_once():
+    # Setup: a run --until-idle of the driver engine, its group's position not at the end (3 messages to
+    # read); the two checks of the command line (nothing new? a small run?) on one LookedOnce.
+    # Expect: one look at the group for both; not "nothing new" (committed_at_end 0), a small run (3).
+    from ticdc_delta.jobs.caught_up import LookedOnce
+    from ticdc_delta.jobs.kafka_source import GroupPosition
+
+    class Source:
+        looks = 0
+
+        def position(self, tag: str, *, count: bool) -> GroupPosition:
+            Source.looks += 1
+            return GroupPosition(partitions=2, at_end=False, backlog=3 if count else None)
+
+    looked = LookedOnce(Source(), count=True)
+    run = config.from_mapping(NOWHERE)
+    assert nothing_new(run, looked) is False and small_run(run, looked) is True
+    assert Source.looks == 1
+    at_end = type("AtEnd", (), {"position": lambda self, tag, count: GroupPosition(2, True, 0 if count else None)})()
+    assert LookedOnce(at_end, count=False).committed_at_end("t") == 2
