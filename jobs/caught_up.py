@@ -59,8 +59,7 @@ class LookedOnce:
         return self._positions[tag]
 
     def committed_at_end(self, tag: str) -> int:
-        position = self._position(tag)
-        return position.partitions if position.at_end else 0
+        return self._position(tag).partitions_at_end
 
     def backlog(self, tag: str) -> int | None:
         return self._position(tag).backlog

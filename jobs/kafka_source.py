@@ -75,6 +75,11 @@ class GroupPosition:
     # the tag, or none with start_from = "latest": the run starts where its checkpoint says).
     backlog: int | None
 
+    @property
+    def partitions_at_end(self) -> int:
+        """How many partitions there are if every one is at the end (`at_end`), else 0."""
+        return self.partitions if self.at_end else 0
+
 
 class KafkaSource:
     def __init__(self, config: KafkaConfig, commit_tag: str | None = None) -> None:
@@ -291,8 +296,7 @@ class KafkaSource:
     def committed_at_end(self, tag: str) -> int:
         """How many partitions the configured topics have, if the group's committed offset of every one carries
         `tag` and is its end offset now; else 0 (`position`)."""
-        position = self.position(tag, count=False)
-        return position.partitions if position.at_end else 0
+        return self.position(tag, count=False).partitions_at_end
 
     def backlog(self, tag: str) -> int | None:
         """At most how many messages a run of the target whose commits carry `tag` has to read (`position`)."""
