@@ -76,8 +76,8 @@ def test_open_protocol_stream_into_delta(spark, kafka, tmp_path, unique, compres
 
 def test_open_protocol_ddl_evolution(spark, kafka, tmp_path, unique, engine="driver"):
     """The driver engine only since 2026-11-27 (CI time: 30 s of the oldest side): the Spark engine's run of a
-    protocol's DDL (its staged decoding in Python workers, the same decoder) is the DDL tests' of Simple,
-    canal-json and debezium."""
+    protocol's DDL (its staged decoding in Python workers, the same decoder) is Simple's DDL test; every
+    protocol's worker decoder is checked against the driver's in tests/unit/test_staged_decoding.py."""
     # DELETEs name their key columns alone (delete-only-output-handle-key-columns), also in a transaction
     # moving a key and updating rows (two structures of a table at one commitTs).
     writer = OpenProtocolWriter(delete_only_handle_key_columns=True)

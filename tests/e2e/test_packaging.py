@@ -20,7 +20,7 @@ from tests.installed import virtualenv
 from tests.support import assert_table, publish
 from tests.workloads import DEMO_TABLE_DDLS
 from ticdc_delta.jobs.paths import cache_dir
-from ticdc_delta.jobs.session import delta_package, kafka_source_package, share_ivy_cache
+from ticdc_delta.jobs.session import delta_package, share_ivy_cache
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs("the wheel as each supported Python builds and installs it")]
 
@@ -114,22 +114,25 @@ def test_the_wheel_task_call_pattern_ends_the_process_with_each_documented_statu
     "Runtime 16.x, and the newest runs the same job code in every other end-to-end test",
     pair="oldest",
 )
-def test_spark_submit_runs_the_spark_engine_on_python_3_12(runtime_python, spark, kafka, tmp_path, unique):
-    """Over 60 s in CI: spark-submit starts a JVM of its own, and the Spark engine its Python workers."""
-    # Setup: the demo stream on the local broker; a TOML config choosing the Spark engine; Spark (3.5 on the
-    # oldest pair) from the test environment with Delta and Spark's Kafka source as --packages; the product,
-    # pyarrow and pandas in a Python 3.12 without pyspark (spark-submit brings its own), as on Databricks
-    # Runtime 16.x. Python 3.12 has no distutils, which pyspark 3.5 imports: setuptools provides it there.
+def test_spark_submit_runs_the_job_on_python_3_12(runtime_python, spark, kafka, tmp_path, unique):
+    """The driver engine since 2026-11-28 (CI time: the Spark engine's cold run here took 150 s of the oldest
+    side, its batch alone 58 s for 206 messages): that engine's job process is tests/e2e/test_spark_engine.py's
+    (Python 3.10), its executors' Python code the same as the driver's decoders that run here on Python 3.12."""
+    # Setup: the demo stream on the local broker; a TOML config (the driver engine, the default); Spark (3.5
+    # on the oldest pair) from the test environment with Delta as --packages; the product, pyarrow and pandas
+    # in a Python 3.12 without pyspark (spark-submit brings its own), as on Databricks Runtime 16.x. Python
+    # 3.12 has no distutils, which pyspark 3.5 imports: setuptools provides it there.
     # Expect: spark-submit exits 0; the Delta tables equal the upstream model; no Spark INFO line per Spark
-    # job, no Kafka source warning per message (Spark 3.5's KAFKA-1894) and none of the lines a local
-    # session's logging leaves out (Spark 3.5's plan truncation) in the output.
+    # job and none of the lines a local session's logging leaves out (Spark 3.5's plan truncation) in the
+    # output. (The Kafka source's warning per fetch, Spark 3.5's KAFKA-1894, quieted by the same logger levels,
+    # comes from the Spark engine only: not read here since that engine left this test.)
     feed = demo_changefeed(seed=11, changes=80)
     topic, target = f"submit-{unique}", tmp_path / "lake"
     publish(kafka, topic, feed.messages)
     config = tmp_path / "job.toml"
     config.write_text(
         f'[kafka]\nbootstrap_servers = "{kafka.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "g-{unique}"\n'
-        f'[target]\npath = "{target}"\n[run]\nengine = "spark"\n'
+        f'[target]\npath = "{target}"\n'
     )
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     ivy = cache_dir() / "ivy" / f"spark-submit-{pyspark.__version__}"
@@ -137,7 +140,7 @@ def test_spark_submit_runs_the_spark_engine_on_python_3_12(runtime_python, spark
     command = [
         str(spark_submit),
         "--master", "local[2]",
-        "--packages", f"{delta_package()},{kafka_source_package()}",
+        "--packages", delta_package(),
         "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
         "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # cached across runs (the example in docs/running.md leaves Ivy at its defaults)
@@ -156,7 +159,7 @@ def test_spark_submit_runs_the_spark_engine_on_python_3_12(runtime_python, spark
     # thousands a run) are off once the job has the session; spark-submit's start-up lines are its own.
     per_job = re.findall(r"^.* INFO (?:DAGScheduler|TaskSetManager): .*$", output, re.M)
     assert per_job == [], per_job[:5]
-    assert "KAFKA-1894" not in output and "Truncated the string representation" not in output
+    assert "Truncated the string representation" not in output
     assert re.search(rf"ticdc-delta \S+ on Python 3\.12\.\d+, Spark {re.escape(pyspark.__version__)}", output), output[-3000:]
     for table, ddl in DEMO_TABLE_DDLS.items():
         assert_table(spark, str(target), feed, "shop", table, ddl)
