@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -81,9 +83,52 @@ def pytest_sessionfinish(session):
     for fetching, _ in _FETCHING:  # a run that ended before its first end-to-end test leaves no process behind
         if fetching.poll() is None:
             _end(fetching)
+    for made in _INSTALLS.values():  # (a run that ended early waits for the one being made)
+        made.cancel() or made.exception()
+    for root in _INSTALL_ROOTS:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# The wheel and the Python 3.12 virtualenvs holding it, made one after another on a thread of their own from
+# the end of collection, while the unit tests run (CI time: about 45 s of the oldest side's, most of it uv
+# downloading Python 3.12's pyarrow, pandas and numpy); each fixture waits for its own.
+_INSTALLS: dict[str, Future] = {}
+_INSTALL_ROOTS: list[Path] = []
+
+
+def _start_installs(session) -> None:
+    wanted = {name for item in session.items if not item.get_closest_marker("skip") for name in item.fixturenames
+              if name in ("wheel", "runtime_python", "runtime_python_with_spark")}
+    if not wanted:
+        return
+    from tests.installed import build_wheel, runtime_venv, runtime_venv_with_spark
+
+    root = Path(tempfile.mkdtemp(prefix="ticdc-delta-installs-"))  # (removed at the session's end)
+    _INSTALL_ROOTS.append(root)
+
+    def folder(name: str) -> Path:
+        (root / name).mkdir()
+        return root / name
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="installs")
+    wheel = _INSTALLS["wheel"] = pool.submit(lambda: build_wheel(folder("source"), folder("dist")))
+    # (in the order the oldest side's tests ask: test_job_lease, then test_packaging)
+    if "runtime_python_with_spark" in wanted:
+        _INSTALLS["runtime_python_with_spark"] = pool.submit(
+            lambda: runtime_venv_with_spark(wheel.result(), folder("runtime-spark-venv")))
+    if "runtime_python" in wanted:
+        _INSTALLS["runtime_python"] = pool.submit(lambda: runtime_venv(wheel.result(), folder("runtime-venv")))
+    pool.shutdown(wait=False)
+
+
+def _installed(name: str) -> Path:
+    if name not in _INSTALLS:
+        raise AssertionError(f"{name} was not started at the end of collection (tests/conftest.py: _start_installs)")
+    return _INSTALLS[name].result()
 
 
 def pytest_collection_finish(session):
+    _start_installs(session)
     if any(item.get_closest_marker("e2e") and not item.get_closest_marker("skip") for item in session.items):
         import pyspark
 
@@ -287,31 +332,21 @@ def spark(tmp_path_factory, _starting_broker):
 
 
 @pytest.fixture(scope="session")
-def wheel(tmp_path_factory) -> Path:
-    """The product's wheel, built from setup.cfg."""
-    from tests.installed import build_wheel
-
-    return build_wheel(tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("dist"))
+def wheel() -> Path:
+    """The product's wheel, built from setup.cfg (`tests.installed.build_wheel`)."""
+    return _installed("wheel")
 
 
 @pytest.fixture(scope="session")
-def runtime_python(wheel, tmp_path_factory) -> Path:
-    """Python 3.12 as Databricks Runtime 16.x has it beside Spark 3.5, for spark-submit (which brings pyspark):
-    the wheel, and what that runtime also brings: pyarrow and pandas (the Spark engine's Python workers),
-    setuptools (pyspark 3.5's distutils)."""
-    from tests.installed import python_of, virtualenv
-
-    return virtualenv(python_of("3.12"), tmp_path_factory.mktemp("runtime-venv"), str(wheel), "pandas", "pyarrow",
-                      "setuptools")
+def runtime_python() -> Path:
+    """Python 3.12 with the wheel, no pyspark (`tests.installed.runtime_venv`)."""
+    return _installed("runtime_python")
 
 
 @pytest.fixture(scope="session")
-def runtime_python_with_spark(wheel, tmp_path_factory) -> Path:
-    """Python 3.12 with the wheel and its `local` extra (pyspark and delta-spark at this pair's versions), for
-    job processes of the driver engine on Python 3.12 with Spark 3.5 (on the oldest pair)."""
-    from tests.installed import python_of, virtualenv
-
-    return virtualenv(python_of("3.12"), tmp_path_factory.mktemp("runtime-spark-venv"), f"{wheel}[local]", "setuptools")
+def runtime_python_with_spark() -> Path:
+    """Python 3.12 with the wheel and pyspark (`tests.installed.runtime_venv_with_spark`)."""
+    return _installed("runtime_python_with_spark")
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """The product as users install it: its wheel, and virtualenvs of a given Python holding it.
 
-Used by the session fixtures `wheel`, `runtime_python` and `runtime_python_with_spark` (tests/conftest.py).
+Used by the session fixtures `wheel`, `runtime_python` and `runtime_python_with_spark` (tests/conftest.py), which
+start making them in the background at the end of collection.
 """
 
 from __future__ import annotations
@@ -58,3 +59,16 @@ def python_of(version: str) -> str:
                                         capture_output=True).returncode == 0:
             return str(candidate)
     raise AssertionError(f"Python {version} is needed for the Databricks Runtime 16.x pair (scripts/setup finds it the same way)")
+
+
+def runtime_venv(wheel: Path, folder: Path) -> Path:
+    """Python 3.12 as Databricks Runtime 16.x has it beside Spark 3.5, for spark-submit (which brings pyspark):
+    the wheel, and what that runtime also brings: pyarrow and pandas (the Spark engine's Python workers),
+    setuptools (pyspark 3.5's distutils)."""
+    return virtualenv(python_of("3.12"), folder, str(wheel), "pandas", "pyarrow", "setuptools")
+
+
+def runtime_venv_with_spark(wheel: Path, folder: Path) -> Path:
+    """Python 3.12 with the wheel and its `local` extra (pyspark and delta-spark at this pair's versions), for
+    job processes of the driver engine on Python 3.12 with Spark 3.5 (on the oldest pair)."""
+    return virtualenv(python_of("3.12"), folder, f"{wheel}[local]", "setuptools")
