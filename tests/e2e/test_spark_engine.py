@@ -1,8 +1,10 @@
 """The Spark engine (`run.engine = "spark"`) killed mid-batch, restarted, and ending with exactly the upstream tables.
 
-Its other end-to-end tests are the variants `[spark]` of the protocol suites (tests/e2e/test_*_pipeline.py,
-the `engine` fixture): every protocol, DDL, a lagging partition's rows waiting in the staging table,
-rows waiting for their structure, bad input under both policies, restarts and replays.
+Its other end-to-end tests are the variants `[spark]` of Simple's suite (tests/e2e/test_simple_pipeline.py, the
+`engine` fixture: partitions out of commitTs order, a key-changing update, rows waiting for their structure, bad
+input under both policies, DDL with a replay) and avro's without the TiDB extension (offset ordering), the
+history test's and the staging table's cleanup; every protocol's decoding on executors is
+tests/unit/test_staged_decoding.py's.
 """
 
 from __future__ import annotations
