@@ -32,7 +32,12 @@ PROTOCOLS = {
 }
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+# canal-json's on the newest since 2026-11-28, for the sides' balance (CI time: the oldest ran about a minute longer).
+@pytest.mark.parametrize("protocol", [
+    "simple-json",
+    pytest.param("canal-json", marks=pytest.mark.one_pair(
+        "the applier's decisions on names, the same Python on both pairs (the sides' balance)", pair="newest")),
+])
 def test_a_cut_over_and_a_trade_through_a_temporary_name_move_every_tables_rows(spark, kafka, tmp_path, unique, protocol):
     # Setup: items (4 rows) and items_new (rows 10..12, one updated); `RENAME TABLE items TO items_old,
     # items_new TO items` (a cut-over); rows into both names after it; then goods and parts trade names

@@ -16,12 +16,7 @@ from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.apply.table_pool import TablePool
 from ticdc_delta.schema_cache.events import TableName
 
-pytestmark = [
-    pytest.mark.e2e,
-    # The product's own logic, the same Python on both pairs: on the oldest for the sides' balance (CI time,
-    # 2026-11-28: the oldest side's cuts left it about three minutes shorter than the newest's).
-    pytest.mark.one_pair("the table pool's failure and restart: the product's own logic, the same Python on both pairs", pair="oldest"),
-]
+pytestmark = pytest.mark.e2e
 
 
 def test_one_table_failing_while_the_others_commit_ends_exact_after_a_restart(spark, kafka, tmp_path, unique, monkeypatch):
