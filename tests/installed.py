@@ -63,8 +63,8 @@ def python_of(version: str) -> str:
 
 def runtime_venv(wheel: Path, folder: Path) -> Path:
     """Python 3.12 as Databricks Runtime 16.x has it beside Spark 3.5, for spark-submit (which brings pyspark):
-    the wheel, and what that runtime also brings: pyarrow and pandas (the Spark engine's Python workers),
-    setuptools (pyspark 3.5's distutils)."""
+    the wheel, and what that runtime also brings: pyarrow and pandas (what the Spark engine's Python workers
+    need; spark-submit's test runs the driver engine since 2026-11-28), setuptools (pyspark 3.5's distutils)."""
     return virtualenv(python_of("3.12"), folder, str(wheel), "pandas", "pyarrow", "setuptools")
 
 
