@@ -8,13 +8,14 @@ Delta, whose jars come from Maven Central on first use and are cached.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import logging
 import os
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -208,11 +209,11 @@ def cached_jars(packages: Sequence[str]) -> list[Path]:
 
 
 def _jar_settings(packages: Sequence[str]) -> dict[str, str]:
-    """Resolved jars once they are cached (no Ivy run), else the Maven coordinates."""
+    """The Maven coordinates for Spark to resolve, until a session has cached their jars: from then on the
+    jars go on the JVM's class path instead (`_on_class_path`) and no setting names them."""
+    if cached_jars(packages):
+        return {}
     home = _ivy_home(packages)
-    jars = cached_jars(packages)
-    if jars:
-        return {"spark.jars": ",".join(str(j) for j in jars)}
     share_ivy_cache(home)
     ivy_settings = cache_dir() / "ivysettings.xml"
     ivy_settings.write_text(_IVY_SETTINGS)
@@ -221,6 +222,46 @@ def _jar_settings(packages: Sequence[str]) -> dict[str, str]:
         "spark.jars.ivy": str(home),
         "spark.jars.ivySettings": str(ivy_settings),
     }
+
+
+_LAUNCH_CLASS_PATH = "SPARK_DIST_CLASSPATH"
+
+
+@contextlib.contextmanager
+def _on_class_path(jars: Sequence[Path]) -> Iterator[None]:
+    """`jars` after Spark's own on the class path of the JVM a local session launches meanwhile.
+
+    Not `spark.jars`: a PySpark driver in local mode copies each of those jars into the session's temporary
+    folder at every start (700 MB with the S3 connector's SDK bundle: 4-5 s of each start, measured, and
+    left behind whenever the JVM is killed; a CI run's disk filled with them). After Spark's jars rather
+    than before them (`spark.driver.extraClassPath`): where both hold a library (Jackson), Spark's release
+    wins, as it does over the class loader `spark.jars` gets. Spark's launcher appends this variable to the
+    class path; a value the user set (a Hadoop-free build's) stays first."""
+    before = os.environ.get(_LAUNCH_CLASS_PATH)
+    if not jars:
+        yield
+        return
+    os.environ[_LAUNCH_CLASS_PATH] = os.pathsep.join([*filter(None, [before]), *map(str, jars)])
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(_LAUNCH_CLASS_PATH, None)
+        else:
+            os.environ[_LAUNCH_CLASS_PATH] = before
+
+
+def _check_delta_loaded(session: SparkSession) -> None:
+    """Delta's classes must have reached the JVM's class path; a `spark-env.sh` that sets the launcher's
+    variable outright would have dropped them, and Spark only warns when an extension's class is missing."""
+    try:
+        session.sparkContext._jvm.java.lang.Class.forName("io.delta.sql.DeltaSparkSessionExtension")
+    except Exception as err:  # noqa: BLE001 - Py4J's error for a missing class
+        session.stop()
+        raise SparkStartError(
+            f"Delta's jars did not reach the local Spark's class path (something replaced {_LAUNCH_CLASS_PATH}, "
+            "such as a spark-env.sh in SPARK_CONF_DIR): append to that variable there instead of setting it"
+        ) from err
 
 
 def local_conf(
@@ -353,9 +394,11 @@ def get_spark(
     log.info("starting local Spark (%s) with %s%s", master, ", ".join([delta_package(), *packages]),
              " (the JVM's quick compiler only)" if compiles_quickly(settings[_DRIVER_JVM_OPTIONS]) else "")
     try:
-        session = builder.getOrCreate()
+        with _on_class_path(cached_jars([delta_package(), *packages])):
+            session = builder.getOrCreate()
     except Exception as err:  # noqa: BLE001 - PySparkRuntimeError's class moved between releases
         raise SparkStartError(_start_failure([delta_package(), *packages], err)) from err
+    _check_delta_loaded(session)
     home = _ivy_home([delta_package(), *packages])
     if (home / "jars").is_dir():
         (home / ".complete").touch()

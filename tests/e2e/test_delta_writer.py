@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from pyspark.sql import functions
@@ -38,6 +39,20 @@ SCHEMA = TableSchema(T, (Column("id", "INT"), Column("v", "STRING")), ("id",))
 
 def versions(spark, name: str) -> int:
     return spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["version"]
+
+
+def test_the_local_session_has_its_jars_without_copying_them(spark):
+    # Expect: the tests' local session (started like a job's, `jobs.session.get_spark`) loads Delta's, the Kafka
+    # source's and the S3 connector's classes from the cached jars on the JVM's class path, and the session's
+    # files folder holds no copy of them (spark.jars would have put 700 MB there at every start).
+    from pyspark import SparkFiles
+
+    jvm = spark.sparkContext._jvm
+    for name in ("io.delta.sql.DeltaSparkSessionExtension", "org.apache.spark.sql.kafka010.KafkaSourceProvider",
+                 "org.apache.hadoop.fs.s3a.S3AFileSystem"):
+        assert jvm.java.lang.Class.forName(name) is not None
+    assert not spark.sparkContext.getConf().get("spark.jars", "")
+    assert not list(Path(SparkFiles.getRootDirectory()).glob("*.jar"))
 
 
 def test_merge_is_idempotent_per_applied_ts_and_never_moves_back(sql, spark, tmp_path):

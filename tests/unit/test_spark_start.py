@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ticdc_delta.jobs import session
@@ -135,3 +137,31 @@ def test_status_and_tables_start_their_jvm_with_the_quick_compiler_unless_the_se
     with pytest.raises(Started):
         (print_status if command == "status" else print_tables)(config)
     assert asked == [quick]
+
+
+def test_cached_jars_go_after_a_class_path_the_user_set_and_only_for_the_launch(monkeypatch, tmp_path):
+    # Expect: while a local session launches, the launcher's variable holds the user's entries, then the cached
+    # jars; afterwards it is as it was (set or not), so later processes this one starts inherit nothing of ours.
+    jars = [tmp_path / "a.jar", tmp_path / "b.jar"]
+    monkeypatch.delenv("SPARK_DIST_CLASSPATH", raising=False)
+    with session._on_class_path(jars):
+        assert os.environ["SPARK_DIST_CLASSPATH"] == os.pathsep.join(map(str, jars))
+    assert "SPARK_DIST_CLASSPATH" not in os.environ
+
+    monkeypatch.setenv("SPARK_DIST_CLASSPATH", "/hadoop/*")
+    with session._on_class_path(jars):
+        assert os.environ["SPARK_DIST_CLASSPATH"].split(os.pathsep) == ["/hadoop/*", *map(str, jars)]
+    assert os.environ["SPARK_DIST_CLASSPATH"] == "/hadoop/*"
+
+
+def test_cached_jars_are_named_by_no_setting(monkeypatch, tmp_path):
+    # Expect: once a set's jars are cached, neither spark.jars (copied at every start) nor the coordinates.
+    monkeypatch.setenv("TICDC_DELTA_CACHE", str(tmp_path))
+    packages = ["io.delta:delta-spark_2.13:4.0.0"]
+    assert "spark.jars.packages" in session._jar_settings(packages)
+    home = session._ivy_home(packages)
+    (home / "jars").mkdir(parents=True)
+    (home / "jars" / "delta.jar").write_bytes(b"")
+    (home / ".complete").touch()
+    assert session._jar_settings(packages) == {}
+    assert session.cached_jars(packages) == [home / "jars" / "delta.jar"]
