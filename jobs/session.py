@@ -393,12 +393,14 @@ def get_spark(
         builder = builder.config(key, value)
     log.info("starting local Spark (%s) with %s%s", master, ", ".join([delta_package(), *packages]),
              " (the JVM's quick compiler only)" if compiles_quickly(settings[_DRIVER_JVM_OPTIONS]) else "")
+    jars = cached_jars([delta_package(), *packages])
     try:
-        with _on_class_path(cached_jars([delta_package(), *packages])):
+        with _on_class_path(jars):
             session = builder.getOrCreate()
     except Exception as err:  # noqa: BLE001 - PySparkRuntimeError's class moved between releases
         raise SparkStartError(_start_failure([delta_package(), *packages], err)) from err
-    _check_delta_loaded(session)
+    if jars:  # (resolved by Spark instead, the jars are its own class loader's, which the check cannot see)
+        _check_delta_loaded(session)
     home = _ivy_home([delta_package(), *packages])
     if (home / "jars").is_dir():
         (home / ".complete").touch()
