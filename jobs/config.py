@@ -221,11 +221,15 @@ class SparkConfig:
     # A run --until-idle with at most this many messages to read (known before Spark starts) starts the
     # local JVM with the quick compiler only (jobs.session.QUICK_COMPILER), as `status` and `tables` do; 0: never.
     quick_compiler_max_backlog: int = 200_000
+    # The local JVM maps an archive of the classes an earlier run loaded (jobs.class_archive), made at
+    # the exit of the first run of each class path.
+    class_data_sharing: bool = True
 
     def __post_init__(self) -> None:
         value = self.quick_compiler_max_backlog
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"spark.quick_compiler_max_backlog: must be a whole number of at least 0, got {value!r}")
+        require_bool("spark.class_data_sharing", self.class_data_sharing)
 
 
 @dataclass(frozen=True)
@@ -273,7 +277,8 @@ class Config:
             "metrics": dataclasses.asdict(self.metrics),
             "checkpoint": dataclasses.asdict(self.checkpoint),
             "spark": {"master": self.spark.master, "conf": _redacted(self.spark.conf),
-                      "quick_compiler_max_backlog": self.spark.quick_compiler_max_backlog},
+                      "quick_compiler_max_backlog": self.spark.quick_compiler_max_backlog,
+                      "class_data_sharing": self.spark.class_data_sharing},
             "types": dataclasses.asdict(self.types),
             "history": dataclasses.asdict(self.history),
         }

@@ -21,6 +21,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from ticdc_delta.exceptions import SparkStartError
+from ticdc_delta.jobs.class_archive import ClassArchive, archive_key
 from ticdc_delta.jobs.paths import cache_dir, under_existing_runtime
 
 log = logging.getLogger(__name__)
@@ -143,15 +144,16 @@ def hadoop_aws_package() -> str:
 
 def spark_for(config, packages: Sequence[str] = (), *, quick_compiler: bool = False) -> SparkSession:
     """`get_spark` for a job's configuration: a local session also gets the S3 connector when the
-    target is on S3, and with `quick_compiler` a JVM that compiles with C1 only (a surrounding runtime's
-    session is used as it is)."""
+    target is on S3, with `quick_compiler` a JVM that compiles with C1 only, and with
+    `spark.class_data_sharing` an archive of its classes (a surrounding runtime's session is used as it is)."""
     conf = dict(config.spark.conf)
     extra = list(packages)
     if object_store_scheme(config.target.path) in _S3_SCHEMES and not under_existing_runtime():
         extra.append(hadoop_aws_package())
         conf.setdefault("spark.hadoop.fs.s3.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")
     jvm_options = f"{LOCAL_JVM_OPTIONS} {QUICK_COMPILER}" if quick_compiler else LOCAL_JVM_OPTIONS
-    return get_spark(config.spark.master, conf, extra, jvm_options=jvm_options)
+    return get_spark(config.spark.master, conf, extra, jvm_options=jvm_options,
+                     class_archive=config.spark.class_data_sharing)
 
 
 def quick_for_a_few_reads(config) -> bool:
@@ -348,8 +350,7 @@ def _start_failure(packages: Sequence[str], err: Exception) -> str:
     if "JAVA_GATEWAY_EXITED" not in str(err):
         return f"Spark did not start: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
     java_home = os.environ.get("JAVA_HOME")
-    java = Path(java_home) / "bin" / "java" if java_home else shutil.which("java")
-    if java is None or not Path(java).exists():
+    if _launch_java() is None:
         where = f"JAVA_HOME={java_home} has no bin/java" if java_home else "no java on PATH and JAVA_HOME unset"
         return f"Spark could not start its JVM ({where}): install Java 17 or set JAVA_HOME to one"
     if not (_ivy_home(packages) / ".complete").exists():
@@ -371,11 +372,13 @@ def get_spark(
     packages: Sequence[str] = (),
     *,
     jvm_options: str = LOCAL_JVM_OPTIONS,
+    class_archive: bool = False,
 ) -> SparkSession:
     """The active session, the surrounding runtime's, or a local one with Delta (and `packages`).
 
     `jvm_options`: the local driver JVM's options besides its logging (the default keeps a long run's
-    footprint small)."""
+    footprint small). `class_archive`: the JVM maps an archive of its classes, or writes one at its exit
+    (`jobs.class_archive`), once the jars are cached."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -388,12 +391,16 @@ def get_spark(
     # (PySpark refuses workers of another minor version); read when the context starts.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
-    settings = local_conf(master, conf, packages, jvm_options)
+    jars = cached_jars([delta_package(), *packages])
+    # (only once the jars are on the class path: classes of Spark's own loader for `spark.jars` are not archived)
+    archive = _class_archive(jars) if class_archive and jars else None
+    archive_options = archive.options() if archive is not None else ""
+    settings = local_conf(master, conf, packages, f"{jvm_options} {archive_options}".strip())
     for key, value in settings.items():
         builder = builder.config(key, value)
-    log.info("starting local Spark (%s) with %s%s", master, ", ".join([delta_package(), *packages]),
-             " (the JVM's quick compiler only)" if compiles_quickly(settings[_DRIVER_JVM_OPTIONS]) else "")
-    jars = cached_jars([delta_package(), *packages])
+    log.info("starting local Spark (%s) with %s%s%s", master, ", ".join([delta_package(), *packages]),
+             " (the JVM's quick compiler only)" if compiles_quickly(settings[_DRIVER_JVM_OPTIONS]) else "",
+             _describe_archive(archive, archive_options))
     try:
         with _on_class_path(jars):
             session = builder.getOrCreate()
@@ -401,11 +408,50 @@ def get_spark(
         raise SparkStartError(_start_failure([delta_package(), *packages], err)) from err
     if jars:  # (resolved by Spark instead, the jars are its own class loader's, which the check cannot see)
         _check_delta_loaded(session)
+    if archive is not None and archive.writing is not None:
+        _note_archive_writer(session, archive)
     home = _ivy_home([delta_package(), *packages])
     if (home / "jars").is_dir():
         (home / ".complete").touch()
     _quiet_accumulator_server(session)
     return session
+
+
+def _launch_java() -> Path | None:
+    """The java Spark's launcher runs: JAVA_HOME's, else the first on PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = Path(java_home) / "bin" / "java" if java_home else shutil.which("java")
+    return Path(java) if java is not None and Path(java).exists() else None
+
+
+def _class_archive(jars: Sequence[Path]) -> ClassArchive | None:
+    """The class archive of the class path a local session launches with (pyspark's jars, then `jars`)."""
+    import pyspark
+
+    java = _launch_java()
+    if java is None:
+        return None  # (the start fails and says why)
+    class_path = [*sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar")), *jars]
+    return ClassArchive(cache_dir() / "class-archives", archive_key(java, class_path))
+
+
+def _describe_archive(archive: ClassArchive | None, options: str) -> str:
+    if archive is None or not options:
+        return ""
+    return " (writing a class archive at exit)" if archive.writing is not None else f" (classes mapped from {archive.final.name})"
+
+
+def _note_archive_writer(session: SparkSession, archive: ClassArchive) -> None:
+    try:
+        jvm = session.sparkContext._jvm
+        archive.note_writer(
+            int(jvm.java.lang.ProcessHandle.current().pid()),
+            str(jvm.java.lang.System.getProperty("java.home")),
+            [str(a) for a in jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()],
+            str(jvm.java.lang.System.getProperty("java.class.path")),
+        )
+    except Exception as err:  # noqa: BLE001 - without the note the candidate is removed later, never used
+        log.debug("could not note the class archive's writer: %s", err)
 
 
 def _quiet_accumulator_server(session: SparkSession) -> None:
