@@ -166,7 +166,7 @@ def _alive(pid: int) -> bool:
 
 def _maps(candidate: Path, note: dict) -> bool:
     """Whether a JVM with the writer's options and class path maps `candidate` whole (checksums verified)."""
-    kept = [a for a in note["arguments"] if not a.startswith(("-XX:ArchiveClassesAtExit", "-XX:SharedArchiveFile", "-Xlog:"))]
+    kept = [a for a in note["arguments"] if _matters_for_mapping(a)]
     command = [
         str(Path(note["java_home"]) / "bin" / "java"), *kept, "-Xshare:on", f"-XX:SharedArchiveFile={candidate}",
         "-XX:+VerifySharedSpaces", _QUIET, "-XX:-CreateCoredumpOnCrash", f"-XX:ErrorFile={os.devnull}",
@@ -177,6 +177,15 @@ def _maps(candidate: Path, note: dict) -> bool:
     except (OSError, subprocess.SubprocessError) as err:
         log.debug("could not check class archive %s: %s", candidate, err)
         return False
+
+
+def _matters_for_mapping(argument: str) -> bool:
+    """The writer's JVM options that can decide whether an archive maps (heap size, collector, modules);
+    not its properties, agents (a debugger's would wait), logs or recordings (they would write files)."""
+    if argument.startswith(("-XX:ArchiveClassesAtExit", "-XX:SharedArchiveFile", "-XX:StartFlightRecording",
+                            "-XX:FlightRecorderOptions", "-Xlog", "-Xrun", "-Xdebug")):
+        return False
+    return argument.startswith(("-X", "--"))
 
 
 def _remove(path: Path) -> None:

@@ -110,3 +110,21 @@ def test_the_key_follows_the_jars_and_the_jvm(tmp_path):
     second = archive_key(java, [jar])
     (tmp_path / "jdk" / "lib" / "modules").write_bytes(b"m2")  # the JVM upgraded in place
     assert archive_key(java, [jar]) != second
+
+
+def test_the_check_keeps_the_writers_options_that_decide_mapping_and_drops_those_with_effects(tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(class_archive.subprocess, "run", lambda command, **kw: ran.append(command) or subprocess.CompletedProcess(command, 0))
+    note = {"pid": 1, "java_home": "/jdk", "class_path": "a.jar:b.jar", "arguments": [
+        "-Xmx2g", "-XX:+UseG1GC", "--add-opens=java.base/java.lang=ALL-UNNAMED", "-Dlog4j2.configurationFile=file:x",
+        "-agentlib:jdwp=transport=dt_socket,server=y,suspend=y", "-javaagent:a.jar", "-Xlog:gc:file=gc.log",
+        "-XX:StartFlightRecording=filename=r.jfr", f"-XX:ArchiveClassesAtExit={tmp_path / 'k.a.part'}",
+    ]}
+
+    assert class_archive._maps(tmp_path / "k.a.part", note)
+
+    command = ran[0]
+    assert command[0] == "/jdk/bin/java" and command[-3:] == ["-cp", "a.jar:b.jar", "-version"]
+    assert command[1:4] == ["-Xmx2g", "-XX:+UseG1GC", "--add-opens=java.base/java.lang=ALL-UNNAMED"]
+    assert "-Xshare:on" in command and f"-XX:SharedArchiveFile={tmp_path / 'k.a.part'}" in command
+    assert not any(a.startswith(("-D", "-agentlib", "-javaagent", "-Xlog:gc", "-XX:StartFlight", "-XX:ArchiveClasses")) for a in command)
