@@ -38,11 +38,11 @@ _UNUSED_DAYS = 30
 
 
 def archive_key(java: Path, class_path: Sequence[Path]) -> str:
-    """What an archive depends on: the JVM (its installation, by its module image) and every jar of the
-    class path (by path, size and time), so an upgrade of either makes a new archive."""
+    """What an archive depends on: the JVM (its installation, by its module image and its own base archive)
+    and every jar of the class path (by path, size and time), so an upgrade of either makes a new archive."""
     digest = hashlib.sha256()
     java_home = java.resolve().parent.parent
-    for path in [java_home / "lib" / "modules", *class_path]:
+    for path in [java_home / "lib" / "modules", java_home / "lib" / "server" / "classes.jsa", *class_path]:
         try:
             stat = path.stat()
             digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
@@ -65,13 +65,16 @@ class ClassArchive:
         candidate at exit unless another JVM is about to; "" when neither."""
         self._folder.mkdir(parents=True, exist_ok=True)
         someone_writing = self._settle_candidates()
+        if self.final.exists() and not self._whole():
+            log.info("class archive %s changed since it was checked; removed (a later run writes another)", self.final.name)
+            _remove(self.final)
         if self.final.exists():
             try:
                 os.utime(self.final)  # (used: kept by `_remove_unused`)
             except OSError:
                 pass
             # (checksums verified at every start too: an archive damaged since is then not mapped, where
-            # mapping it would crash the JVM; a few tenths of a second of CRC)
+            # mapping it would crash the JVM; a tenth of a second or so of CRC)
             return f"-XX:SharedArchiveFile={self.final} -XX:+VerifySharedSpaces {_QUIET}"
         if someone_writing:
             return ""
@@ -79,7 +82,7 @@ class ClassArchive:
         self.writing = self._folder / f"{self._key}.{uuid.uuid4().hex[:12]}.part"
         # Noted before the JVM starts (this process stands for it until then): a start meanwhile leaves the
         # archive to it. The JVM creates the archive's file only as it exits.
-        _note_of(self.writing).write_text(json.dumps({"pid": os.getpid()}))
+        _write_note(_note_of(self.writing), {"pid": os.getpid()})
         return f"-XX:ArchiveClassesAtExit={self.writing} -XX:+VerifySharedSpaces {_QUIET}"
 
     def note_writer(self, jvm_pid: int, java_home: str, arguments: Sequence[str], class_path: str) -> None:
@@ -87,7 +90,19 @@ class ClassArchive:
         if self.writing is None:
             return
         note = {"pid": jvm_pid, "java_home": java_home, "arguments": list(arguments), "class_path": class_path}
-        _note_of(self.writing).write_text(json.dumps(note))
+        _write_note(_note_of(self.writing), note)
+
+    def _whole(self) -> bool:
+        """The archive's size is the one it had when it was checked (a truncated archive crashes the JVM
+        that maps it, checksums or not)."""
+        try:
+            return int(self._size_file.read_text()) == self.final.stat().st_size
+        except (OSError, ValueError):
+            return False
+
+    @property
+    def _size_file(self) -> Path:
+        return self._folder / f"{self._key}.size"
 
     def _settle_candidates(self) -> bool:
         """Takes the first finished candidate that maps whole into use (when there is no archive yet) and
@@ -96,12 +111,13 @@ class ClassArchive:
         for note_path in sorted(self._folder.glob(f"{self._key}.*.json")):
             candidate = note_path.with_suffix(".part")
             note = _read_note(note_path)
-            if note is not None and _alive(note.get("pid")) and _age(note_path) <= _WRITER_PATIENCE_SECONDS:
+            if _may_be_writing(note, note_path):
                 someone_writing = True
                 continue
             if candidate.exists() and not self.final.exists():
                 if note is not None and "class_path" in note and _maps(candidate, note):
                     try:
+                        self._size_file.write_text(str(candidate.stat().st_size))
                         os.replace(candidate, self.final)
                         log.info("class archive %s taken into use", self.final)
                     except OSError as err:
@@ -110,23 +126,46 @@ class ClassArchive:
                     log.info("class archive candidate %s was cut short; removed (a later run writes another)", candidate.name)
             _remove(candidate)
             _remove(note_path)
-        for orphan in self._folder.glob(f"{self._key}.*.part"):  # (its note lost)
-            if not _note_of(orphan).exists() and _age(orphan) > _WRITER_PATIENCE_SECONDS:
-                _remove(orphan)
         return someone_writing
 
     def _remove_unused(self) -> None:
+        """Archives unused for a month, and any class path's candidates whose writers are gone."""
         cutoff = time.time() - _UNUSED_DAYS * 86400
         for archive in self._folder.glob("*.jsa"):
             try:
                 if archive.stat().st_mtime < cutoff:
                     archive.unlink()
+                    _remove(archive.with_suffix(".size"))
             except OSError:
                 pass
+        for note_path in self._folder.glob("*.json"):
+            if not _may_be_writing(_read_note(note_path), note_path):
+                _remove(note_path.with_suffix(".part"))
+                _remove(note_path)
+        for orphan in [*self._folder.glob("*.part"), *self._folder.glob("*.tmp")]:  # (its note lost; a note cut off)
+            if not _note_of(orphan).exists() and _age(orphan) > _WRITER_PATIENCE_SECONDS:
+                _remove(orphan)
+
+
+def _may_be_writing(note: dict | None, note_path: Path) -> bool:
+    """Whether a candidate's writer may still write it: its JVM alive (however long it runs), or the process
+    that started it alive and within its patience; a note not yet readable counts while young."""
+    if note is None:
+        return _age(note_path) <= _WRITER_PATIENCE_SECONDS
+    if not _alive(note["pid"]):
+        return False
+    return "class_path" in note or _age(note_path) <= _WRITER_PATIENCE_SECONDS
 
 
 def _note_of(candidate: Path) -> Path:
     return candidate.with_suffix(".json")
+
+
+def _write_note(note_path: Path, note: dict) -> None:
+    """Whole or not at all: a start reading it meanwhile must not take a half-written note for none."""
+    partial = note_path.with_name(f"{note_path.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(note))
+    os.replace(partial, note_path)
 
 
 def _read_note(note_path: Path) -> dict | None:
@@ -134,9 +173,12 @@ def _read_note(note_path: Path) -> dict | None:
         note = json.loads(note_path.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(note, dict) or not isinstance(note.get("pid"), int):
+    if not isinstance(note, dict) or not isinstance(note.get("pid"), int) or not 0 < note["pid"] < 2**31:
         return None
-    if "class_path" in note and not {"java_home", "arguments"} <= note.keys():
+    if "class_path" in note and not (
+        isinstance(note["class_path"], str) and isinstance(note.get("java_home"), str)
+        and isinstance(note.get("arguments"), list) and all(isinstance(a, str) for a in note["arguments"])
+    ):
         return None
     return note
 
@@ -150,8 +192,6 @@ def _age(path: Path) -> float:
 
 def _alive(pid: int) -> bool:
     """Whether process `pid` still runs (a zombie no longer writes)."""
-    if pid <= 0:
-        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

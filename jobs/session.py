@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from ticdc_delta.exceptions import SparkStartError
@@ -210,11 +211,13 @@ def cached_jars(packages: Sequence[str]) -> list[Path]:
     return sorted((home / "jars").glob("*.jar")) if (home / ".complete").exists() else []
 
 
-def _jar_settings(packages: Sequence[str]) -> dict[str, str]:
+def _jar_settings(packages: Sequence[str], on_class_path: bool = True) -> dict[str, str]:
     """The Maven coordinates for Spark to resolve, until a session has cached their jars: from then on the
-    jars go on the JVM's class path instead (`_on_class_path`) and no setting names them."""
-    if cached_jars(packages):
-        return {}
+    jars go on the JVM's class path instead (`_on_class_path`) and no setting names them. Not
+    `on_class_path` (a JVM already running, a cluster's executors): `spark.jars` names them."""
+    jars = cached_jars(packages)
+    if jars:
+        return {} if on_class_path else {"spark.jars": ",".join(map(str, jars))}
     home = _ivy_home(packages)
     share_ivy_cache(home)
     ivy_settings = cache_dir() / "ivysettings.xml"
@@ -271,6 +274,7 @@ def local_conf(
     extra: Mapping[str, str] | None = None,
     packages: Sequence[str] = (),
     jvm_options: str = LOCAL_JVM_OPTIONS,
+    jars_on_class_path: bool = True,
 ) -> dict[str, str]:
     log4j = cache_dir() / "log4j2-spark.properties"
     log4j.write_text(_LOG4J)
@@ -279,7 +283,7 @@ def local_conf(
     conf = {
         "spark.master": master,
         "spark.app.name": "ticdc-delta",
-        **_jar_settings([delta_package(), *packages]),
+        **_jar_settings([delta_package(), *packages], jars_on_class_path),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # G1 gives heap it no longer needs back to the system (periodic collections
@@ -391,11 +395,18 @@ def get_spark(
     # (PySpark refuses workers of another minor version); read when the context starts.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
-    jars = cached_jars([delta_package(), *packages])
+    # The class path reaches a JVM launched now, for a local master only (a cluster's executors need
+    # `spark.jars`; a JVM PySpark launched earlier in this process keeps its class path).
+    launching = SparkContext._gateway is None and master.startswith("local")
+    jars = cached_jars([delta_package(), *packages]) if launching else []
     # (only once the jars are on the class path: classes of Spark's own loader for `spark.jars` are not archived)
-    archive = _class_archive(jars) if class_archive and jars else None
-    archive_options = archive.options() if archive is not None else ""
-    settings = local_conf(master, conf, packages, f"{jvm_options} {archive_options}".strip())
+    archive = _class_archive(jars, conf or {}) if class_archive and jars else None
+    try:
+        archive_options = archive.options() if archive is not None else ""
+    except Exception as err:  # noqa: BLE001 - (a folder it cannot write...: the JVM starts as it would without)
+        log.debug("no class archive: %s", err)
+        archive, archive_options = None, ""
+    settings = local_conf(master, conf, packages, f"{jvm_options} {archive_options}".strip(), launching)
     for key, value in settings.items():
         builder = builder.config(key, value)
     log.info("starting local Spark (%s) with %s%s%s", master, ", ".join([delta_package(), *packages]),
@@ -424,13 +435,23 @@ def _launch_java() -> Path | None:
     return Path(java) if java is not None and Path(java).exists() else None
 
 
-def _class_archive(jars: Sequence[Path]) -> ClassArchive | None:
-    """The class archive of the class path a local session launches with (pyspark's jars, then `jars`)."""
+def _class_archive(jars: Sequence[Path], conf: Mapping[str, str]) -> ClassArchive | None:
+    """The class archive of the class path a local session launches with (pyspark's jars, then `jars`);
+    None where HotSpot would refuse to write one or the product cannot tell when its writer has ended."""
     import pyspark
 
     java = _launch_java()
-    if java is None:
-        return None  # (the start fails and says why)
+    if java is None or os.name == "nt":  # (the start fails and says why; Windows: os.kill would end the writer)
+        return None
+    spark_home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+    folders = [os.environ.get("SPARK_CONF_DIR") or spark_home / "conf", os.environ.get("HADOOP_CONF_DIR"),
+               os.environ.get("YARN_CONF_DIR"), *os.environ.get(_LAUNCH_CLASS_PATH, "").split(os.pathsep),
+               *conf.get("spark.driver.extraClassPath", "").split(os.pathsep)]
+    for folder in filter(None, folders):
+        if Path(folder).is_dir() and any(Path(folder).iterdir()):
+            # HotSpot writes no archive of a class path holding a folder with files, and says so at exit.
+            log.debug("no class archive: %s, a folder with files, is on the class path", folder)
+            return None
     class_path = [*sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar")), *jars]
     return ClassArchive(cache_dir() / "class-archives", archive_key(java, class_path))
 

@@ -21,9 +21,12 @@ pytestmark = pytest.mark.e2e
 _MAIN = "org.apache.spark.deploy.SparkSubmit"  # `--version` loads a few thousand of Spark's classes, then exits
 
 
-def _jvm(java: Path, options: str, class_path: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(java), *options.split(), *extra, "-cp", class_path, _MAIN, "--version"],
-                          capture_output=True, text=True, timeout=300)
+def _jvm(java: Path, options: str, class_path: str, *extra: str) -> tuple[int, int, str]:
+    """(the JVM's process id, its exit status, its output) once it has ended."""
+    jvm = subprocess.Popen([str(java), *options.split(), *extra, "-cp", class_path, _MAIN, "--version"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output, _ = jvm.communicate(timeout=300)
+    return jvm.pid, jvm.returncode, output
 
 
 def test_an_archive_written_at_exit_is_checked_whole_then_mapped_and_a_truncated_one_removed(tmp_path):
@@ -37,10 +40,10 @@ def test_an_archive_written_at_exit_is_checked_whole_then_mapped_and_a_truncated
     writer = ClassArchive(folder, key)
     options = writer.options()
     assert writer.writing is not None
-    made = _jvm(java, options, class_path)
-    assert made.returncode == 0, made.stderr[-2000:]
-    assert "cds" not in made.stdout + made.stderr  # the JVM's own archive warnings are quiet
-    writer.note_writer(0, str(java.resolve().parent.parent), options.split(), class_path)  # its JVM has ended
+    pid, status, output = _jvm(java, options, class_path)
+    assert status == 0, output[-2000:]
+    assert "cds" not in output  # the JVM's own archive warnings are quiet
+    writer.note_writer(pid, str(java.resolve().parent.parent), options.split(), class_path)  # (it has ended)
     assert writer.writing.stat().st_size > 1_000_000
 
     # A writer killed mid-dump leaves a truncated file: mapping that would crash a JVM. (Checked first: its
@@ -53,9 +56,9 @@ def test_an_archive_written_at_exit_is_checked_whole_then_mapped_and_a_truncated
     mapped = reader.options()
 
     assert mapped.startswith(f"-XX:SharedArchiveFile={reader.final} ") and reader.writing is None
-    assert sorted(p.name for p in folder.iterdir()) == [f"{key}.jsa"]
+    assert sorted(p.name for p in folder.iterdir()) == [f"{key}.jsa", f"{key}.size"]
     loaded = tmp_path / "classes.txt"
-    run = _jvm(java, mapped, class_path, f"-Xlog:class+load=info:file={loaded}")
-    assert run.returncode == 0, run.stderr[-2000:]
+    _, status, output = _jvm(java, mapped, class_path, f"-Xlog:class+load=info:file={loaded}")
+    assert status == 0, output[-2000:]
     lines = loaded.read_text().splitlines()
     assert any(f" {_MAIN} source: shared objects file (top)" in line for line in lines), lines[-20:]

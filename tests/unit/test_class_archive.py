@@ -46,13 +46,56 @@ def test_a_writer_that_ended_without_an_archive_is_forgotten(tmp_path):
     assert "ArchiveClassesAtExit" in options and not (tmp_path / "k.abc.json").exists()
 
 
-def test_a_writer_past_its_patience_no_longer_holds_the_archive(tmp_path, monkeypatch):
-    note = tmp_path / "k.abc.json"
-    note.write_text(json.dumps({"pid": os.getpid()}))
+def test_a_starting_process_past_its_patience_no_longer_holds_the_archive_but_a_live_jvm_does(tmp_path):
     old = time.time() - class_archive._WRITER_PATIENCE_SECONDS - 5
-    os.utime(note, (old, old))
+    starting, jvm = tmp_path / "k.abc.json", tmp_path / "j.abc.json"
+    starting.write_text(json.dumps({"pid": os.getpid()}))  # a start that never got its JVM's pid noted
+    jvm.write_text(json.dumps({"pid": os.getpid(), "java_home": "/j", "arguments": [], "class_path": "x"}))  # a long run
+    for note in (starting, jvm):
+        os.utime(note, (old, old))
 
     assert "ArchiveClassesAtExit" in ClassArchive(tmp_path, "k").options()
+    assert ClassArchive(tmp_path, "j").options() == "" and jvm.exists()
+
+
+def test_a_note_being_written_holds_the_archive_and_a_malformed_old_one_does_not(tmp_path):
+    (tmp_path / "k.abc.json").write_text("")  # read between its creation and its content
+    assert ClassArchive(tmp_path, "k").options() == ""
+
+    for bad in ({"pid": 2**40}, {"pid": "1"}, {"pid": _ended_pid(), "class_path": 3, "java_home": "/j", "arguments": []}):
+        note = tmp_path / "m.abc.json"
+        note.write_text(json.dumps(bad))
+        old = time.time() - class_archive._WRITER_PATIENCE_SECONDS - 5
+        os.utime(note, (old, old))
+        assert "ArchiveClassesAtExit" in ClassArchive(tmp_path, "m").options()
+        assert not note.exists()
+        for made in tmp_path.glob("m.*"):
+            made.unlink()
+
+
+def test_candidates_of_other_class_paths_whose_writers_ended_are_removed(tmp_path):
+    (tmp_path / "old.abc.part").write_bytes(b"x")
+    (tmp_path / "old.abc.json").write_text(json.dumps({"pid": _ended_pid()}))
+    (tmp_path / "live.abc.json").write_text(json.dumps({"pid": os.getpid()}))
+
+    ClassArchive(tmp_path, "k").options()
+
+    assert not (tmp_path / "old.abc.part").exists() and not (tmp_path / "old.abc.json").exists()
+    assert (tmp_path / "live.abc.json").exists()
+
+
+def test_an_archive_whose_size_changed_since_its_check_is_removed_not_mapped(tmp_path, monkeypatch):
+    monkeypatch.setattr(class_archive, "_maps", lambda candidate, note: True)
+    (tmp_path / "k.a.part").write_bytes(b"whole archive")
+    (tmp_path / "k.a.json").write_text(json.dumps({"pid": _ended_pid(), "java_home": "/j", "arguments": [], "class_path": "x"}))
+    assert "SharedArchiveFile" in ClassArchive(tmp_path, "k").options()
+    assert "SharedArchiveFile" in ClassArchive(tmp_path, "k").options()
+
+    (tmp_path / "k.jsa").chmod(0o644)
+    (tmp_path / "k.jsa").write_bytes(b"whole")  # truncated since (a copy cut off): mapping it would crash the JVM
+
+    options = ClassArchive(tmp_path, "k").options()
+    assert "ArchiveClassesAtExit" in options and not (tmp_path / "k.jsa").exists()
 
 
 def test_a_cut_short_candidate_is_removed_and_another_written(tmp_path, monkeypatch):
@@ -79,7 +122,7 @@ def test_a_finished_candidate_that_maps_is_used_and_the_others_removed(tmp_path,
 
     assert options.startswith(f"-XX:SharedArchiveFile={tmp_path / 'k.jsa'} ") and archive.writing is None
     assert checked == ["k.a.part"] and (tmp_path / "k.jsa").read_bytes() == b"a"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.jsa"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.jsa", "k.size"]
 
 
 def test_archives_unused_for_a_month_go_when_a_new_one_is_written(tmp_path):

@@ -165,3 +165,23 @@ def test_cached_jars_are_named_by_no_setting(monkeypatch, tmp_path):
     (home / ".complete").touch()
     assert session._jar_settings(packages) == {}
     assert session.cached_jars(packages) == [home / "jars" / "delta.jar"]
+    # A JVM that does not launch now (PySpark's, kept from an earlier session; a cluster's executors): by name.
+    assert session._jar_settings(packages, on_class_path=False) == {"spark.jars": str(home / "jars" / "delta.jar")}
+
+
+def test_no_class_archive_where_a_folder_with_files_is_on_the_class_path(monkeypatch, tmp_path):
+    # Expect: HotSpot refuses to archive such a class path (and says so at every exit): none is asked for.
+    monkeypatch.setenv("TICDC_DELTA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("SPARK_DIST_CLASSPATH", raising=False)
+    for variable in ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "spark"))  # (no conf/ there)
+    assert session._class_archive([], {}) is not None
+    conf = tmp_path / "hadoop-conf"
+    conf.mkdir()
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(conf))
+    assert session._class_archive([], {}) is not None  # (an empty folder is no obstacle)
+    (conf / "core-site.xml").write_text("<configuration/>")
+    assert session._class_archive([], {}) is None
+    monkeypatch.delenv("HADOOP_CONF_DIR")
+    assert session._class_archive([], {"spark.driver.extraClassPath": str(conf)}) is None
