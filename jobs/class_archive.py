@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 # The JVM's own warnings about classes it cannot archive (signed jars, old class files: over a thousand
 # lines at a dump) and about an archive it will not map (stale: it then runs without) are not the job's.
 _QUIET = "-Xlog:cds*=off"
-# A candidate whose writer's process is still there after this long is taken for abandoned.
+# A start whose JVM was never noted (the starting process still there after this long), or a candidate
+# whose note is lost or unreadable for this long, is taken for abandoned; a noted live JVM never is.
 _WRITER_PATIENCE_SECONDS = 600
 # Archives of class paths not used for this long are removed when a new one is made (each is ~200 MB).
 _UNUSED_DAYS = 30
