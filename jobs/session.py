@@ -400,8 +400,9 @@ def get_spark(
     launching = SparkContext._gateway is None and master.startswith("local")
     jars = cached_jars([delta_package(), *packages]) if launching else []
     # (only once the jars are on the class path: classes of Spark's own loader for `spark.jars` are not archived)
-    archive = _class_archive(jars, conf or {}) if class_archive and jars else None
+    archive: ClassArchive | None = None
     try:
+        archive = _class_archive(jars, conf or {}) if class_archive and jars else None
         archive_options = archive.options() if archive is not None else ""
     except Exception as err:  # noqa: BLE001 - (a folder it cannot write...: the JVM starts as it would without)
         log.debug("no class archive: %s", err)
