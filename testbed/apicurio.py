@@ -29,7 +29,7 @@ import zipfile
 from pathlib import Path
 
 from testbed.ports import free_port
-from testbed.processes import SERVER_JVM_OPTIONS
+from testbed.processes import SERVER_JVM_OPTIONS, maven_environment, one_builder
 from ticdc_delta.jobs.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,11 @@ def _central_only_settings(mvn: str) -> Path:
 
 def build_registry() -> Path:
     """Build the registry application once (per pom); return its runnable jar (beside it: `lib/`)."""
+    with one_builder("apicurio"):  # (CI's set-up builds it in the background: scripts/test)
+        return _build_registry()
+
+
+def _build_registry() -> Path:
     home = cache_dir() / f"apicurio-registry-{APICURIO_VERSION}-{_source_digest()}"
     # Apicurio's own build settings ask Quarkus for a "legacy" jar: the runner and a lib/ folder.
     runner = home / "apicurio-registry-local-1-runner.jar"
@@ -99,6 +104,7 @@ def build_registry() -> Path:
         ],
         capture_output=True,
         text=True,
+        env=maven_environment(),
     )
     if result.returncode != 0 or not runner.exists():
         raise RegistrySetupError(f"mvn could not build Apicurio Registry:\n{result.stdout[-4000:]}{result.stderr[-4000:]}")

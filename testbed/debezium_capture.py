@@ -27,7 +27,7 @@ import uuid
 from pathlib import Path
 
 from testbed.mariadb import DEBEZIUM_PASSWORD, DEBEZIUM_USER, MariaDb
-from testbed.processes import SERVER_JVM_OPTIONS
+from testbed.processes import SERVER_JVM_OPTIONS, maven_environment, one_builder
 from ticdc_delta.jobs.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,11 @@ def _source_digest() -> str:
 
 def build_capture() -> Path:
     """Build the capture program once (per source version); return the folder with `classes/` and `libs/`."""
+    with one_builder("maven-m2"):  # (its local repository is the broker's jars' too)
+        return _build_capture()
+
+
+def _build_capture() -> Path:
     home = cache_dir() / f"debezium-capture-{DEBEZIUM_VERSION}-{_source_digest()}"
     done = home / ".complete"
     if done.exists():
@@ -77,6 +82,7 @@ def build_capture() -> Path:
         ],
         capture_output=True,
         text=True,
+        env=maven_environment(),
     )
     if result.returncode != 0:
         raise CaptureSetupError(f"mvn could not build the capture program:\n{result.stdout[-4000:]}{result.stderr[-4000:]}")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.ports import free_port
-from testbed.processes import SERVER_JVM_OPTIONS
+from testbed.processes import SERVER_JVM_OPTIONS, maven_environment, one_builder
 from testbed.tls import Pkcs12Keystore
 from ticdc_delta.jobs.paths import cache_dir
 
@@ -78,6 +78,11 @@ class KafkaSetupError(RuntimeError):
 
 def fetch_broker_jars() -> Path:
     """Download the broker's jars once; return the folder holding them."""
+    with one_builder("maven-m2"):  # (its local repository is the Debezium capture's too)
+        return _fetch_broker_jars()
+
+
+def _fetch_broker_jars() -> Path:
     home = cache_dir() / f"kafka-{KAFKA_VERSION}"
     libs = home / "libs"
     done = home / ".complete"
@@ -103,6 +108,7 @@ def fetch_broker_jars() -> Path:
         ],
         capture_output=True,
         text=True,
+        env=maven_environment(),
     )
     if result.returncode != 0:
         raise KafkaSetupError(f"mvn could not fetch the Kafka jars:\n{result.stdout[-4000:]}{result.stderr[-4000:]}")
