@@ -101,6 +101,7 @@ class StagingTable:
         self._created = False
         self._properties_set = False
         self._vacuumed_at: float | None = None
+        self._released_rows: DataFrame | None = None  # (`_rows_of_release`)
 
     @property
     def name(self) -> str:
@@ -215,6 +216,7 @@ class StagingTable:
     def release(self, limits: Mapping[str, int] | None, holds: Mapping[TableName, int]) -> Release:
         """What is complete, as runs and schema changes in order. `limits` None: everything (offset ordering)."""
         self.ensure()
+        self._forget_released_rows()
         order = _order_columns(self._ordering)
         released = self._released(limits, holds)
         tag = F.when(F.col("kind") == DDL, F.concat_ws(":", F.lit(DDL), "topic", "partition", "offset", "seq")).otherwise(
@@ -273,7 +275,24 @@ class StagingTable:
         waiting = self.frame().where(F.col("kind").isin(ROW, DDL)).count() - sum(
             (e.rows if isinstance(e, StagedRun) else 1) for _, e in events
         )
-        return Release(fold_key_deletes([e for _, e in events]), waiting)
+        release = Release(fold_key_deletes([e for _, e in events]), waiting)
+        if any(isinstance(e, StagedRun) for e in release.events):
+            self._released_rows = self._rows_of_release()
+        return release
+
+    def _rows_of_release(self) -> DataFrame:
+        """The staged rows, read once for all of a release's runs: each run's MERGE source would otherwise read the
+        staging table again (its snapshot, its files; all tables' rows, to keep its own), once per touched table.
+        Kept in memory (spilling to disk) until the release's rows are removed (`remove`); nothing writes the
+        staging table meanwhile. Built on first use, by the first run's source."""
+        from pyspark import StorageLevel
+
+        return self.frame().where(F.col("kind") == ROW).persist(StorageLevel.MEMORY_AND_DISK)
+
+    def _forget_released_rows(self) -> None:
+        if self._released_rows is not None:
+            self._released_rows.unpersist()
+            self._released_rows = None
 
     def _schema_objects(self, refs: set[str]) -> dict[str, TableSchema]:
         missing = refs - set(self._schemas)
@@ -298,6 +317,7 @@ class StagingTable:
         With holds (rows waiting for their structure), what the release took is found and deleted by a
         MERGE first, so no upstream table name is written into SQL.
         """
+        self._forget_released_rows()
         clauses = []
         if handled:
             clauses.append(f"(`kind` = '{MESSAGE}' AND ({_ranges_predicate(handled)}))")
@@ -388,7 +408,8 @@ class StagingTable:
         """The key images the run's rows after `after` leave (`_images`), their value count, their key columns."""
         order = _order_columns(self._ordering)
         bound = F.struct(*order)
-        rows = self.frame().where(
+        staged = self._released_rows if self._released_rows is not None else self.frame()
+        rows = staged.where(
             (F.col("kind") == ROW)
             & (F.col("database") == F.lit(run.table.database)) & (F.col("table") == F.lit(run.table.table))
             & (bound >= _bound(order, run.first)) & (bound <= _bound(order, run.last))

@@ -350,7 +350,7 @@ def test_avro_encoding_end_to_end(spark, kafka, tmp_path, unique):
         "applier's statements)", pair="newest"), id="driver-s3"),
     pytest.param("spark", "local", marks=SPARK_ENGINE_PAIR, id="spark"),
 ])
-def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, store, capsys, request):
+def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, store, capsys, request, monkeypatch):
     # Setup: through Kafka, one table goes through ADD COLUMN with and without default,
     # DROP COLUMN, RENAME COLUMN, MODIFY COLUMN (int -> bigint), RENAME TABLE; a second
     # table is truncated; a third dropped and re-created; rows before and after each. The target is a
@@ -359,9 +359,11 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, store,
     # Expect: every final table equals upstream (on S3, also as delta-rs reads it there); the renamed
     # column kept its data; the renamed table stayed in its folder, which `ticdc-delta tables` lists;
     # the product's own tables are beside them (on S3, in the same bucket); a replay under a new group
-    # changes nothing and resurrects nothing.
+    # changes nothing and resurrects nothing. The Spark engine reads a release's staged rows once for all its
+    # runs' MERGE sources (`StagingTable._rows_of_release`) and keeps none of them once the release is removed.
     feed = ddl_evolution(items_feed())
     topic = f"ddl-{unique}"
+    from_memory = _sources_from_the_release(monkeypatch) if engine == "spark" else []
     target = f"s3a://lake/ddl-{unique}" if store == "s3" else str(tmp_path)
     s3 = request.getfixturevalue("s3") if store == "s3" else None
 
@@ -372,6 +374,9 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, store,
 
     run(f"g-{unique}")
 
+    if engine == "spark":
+        assert len(from_memory) >= len(DDL_EVOLUTION_TABLES) and all(from_memory), from_memory
+        assert spark._jsparkSession.sharedState().cacheManager().isEmpty()  # (Delta's own state caches are RDDs)
     for (database, table), ddl in DDL_EVOLUTION_TABLES.items():
         assert_table(spark, target, feed, database, table, ddl)
         if s3:  # (local tables are read back with delta-rs after every test: tests/conftest.py)
@@ -450,3 +455,18 @@ def test_continuous_mode_applies_new_data_and_stops_cleanly(spark, kafka, tmp_pa
         job.join(60)
     assert not job.is_alive() and outcome["result"].rows_applied == 20
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
+
+
+def _sources_from_the_release(monkeypatch) -> list[bool]:
+    """Per MERGE source the Spark engine builds, whether it reads the release's rows kept in memory."""
+    from ticdc_delta.jobs.spark_engine.staging import StagingTable
+
+    seen, run_images = [], StagingTable._run_images
+
+    def recorded(staging, *args, **kwargs):
+        images = run_images(staging, *args, **kwargs)
+        seen.append("InMemoryRelation" in images[0]._jdf.queryExecution().optimizedPlan().toString())
+        return images
+
+    monkeypatch.setattr(StagingTable, "_run_images", recorded)
+    return seen
