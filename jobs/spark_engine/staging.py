@@ -277,17 +277,19 @@ class StagingTable:
         )
         release = Release(fold_key_deletes([e for _, e in events]), waiting)
         if any(isinstance(e, StagedRun) for e in release.events):
-            self._released_rows = self._rows_of_release()
+            self._released_rows = self._rows_of_release(released)
         return release
 
-    def _rows_of_release(self) -> DataFrame:
-        """The staged rows, read once for all of a release's runs: each run's MERGE source would otherwise read the
-        staging table again (its snapshot, its files; all tables' rows, to keep its own), once per touched table.
-        Kept in memory (spilling to disk) until the release's rows are removed (`remove`); nothing writes the
-        staging table meanwhile. Built on first use, by the first run's source."""
+    @staticmethod
+    def _rows_of_release(released: DataFrame) -> DataFrame:
+        """The release's rows (`released`: what it takes), read once for all its runs: each run's MERGE source
+        would otherwise read the staging table again (its snapshot, its files; all tables' rows, to keep its
+        own), once per touched table. Kept in memory (spilling to disk) until the release's rows are removed
+        (`remove`); nothing writes the staging table meanwhile. Rows still waiting for a watermark or their
+        structure are not kept. Built on first use, by the first run's source."""
         from pyspark import StorageLevel
 
-        return self.frame().where(F.col("kind") == ROW).persist(StorageLevel.MEMORY_AND_DISK)
+        return released.where(F.col("kind") == ROW).persist(StorageLevel.MEMORY_AND_DISK)
 
     def _forget_released_rows(self) -> None:
         if self._released_rows is not None:
