@@ -75,13 +75,9 @@ def _central_only_settings(mvn: str) -> Path:
     return settings
 
 
+@one_builder("apicurio")  # (CI's set-up builds it in the background: scripts/test)
 def build_registry() -> Path:
     """Build the registry application once (per pom); return its runnable jar (beside it: `lib/`)."""
-    with one_builder("apicurio"):  # (CI's set-up builds it in the background: scripts/test)
-        return _build_registry()
-
-
-def _build_registry() -> Path:
     home = cache_dir() / f"apicurio-registry-{APICURIO_VERSION}-{_source_digest()}"
     # Apicurio's own build settings ask Quarkus for a "legacy" jar: the runner and a lib/ folder.
     runner = home / "apicurio-registry-local-1-runner.jar"

@@ -50,13 +50,9 @@ def _source_digest() -> str:
     return digest.hexdigest()[:12]
 
 
+@one_builder("maven-m2")  # (its local repository is the broker's jars' too)
 def build_capture() -> Path:
     """Build the capture program once (per source version); return the folder with `classes/` and `libs/`."""
-    with one_builder("maven-m2"):  # (its local repository is the broker's jars' too)
-        return _build_capture()
-
-
-def _build_capture() -> Path:
     home = cache_dir() / f"debezium-capture-{DEBEZIUM_VERSION}-{_source_digest()}"
     done = home / ".complete"
     if done.exists():

@@ -76,13 +76,9 @@ class KafkaSetupError(RuntimeError):
     """The local broker could not be fetched or started."""
 
 
+@one_builder("maven-m2")  # (its local repository is the Debezium capture's too)
 def fetch_broker_jars() -> Path:
     """Download the broker's jars once; return the folder holding them."""
-    with one_builder("maven-m2"):  # (its local repository is the Debezium capture's too)
-        return _fetch_broker_jars()
-
-
-def _fetch_broker_jars() -> Path:
     home = cache_dir() / f"kafka-{KAFKA_VERSION}"
     libs = home / "libs"
     done = home / ".complete"

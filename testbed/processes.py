@@ -39,7 +39,8 @@ def maven_environment() -> dict[str, str]:
 def one_builder(name: str) -> Iterator[None]:
     """Held by one process at a time per `name` (a lock file under the cache folder): a build of the tests'
     servers that CI's set-up runs in the background while the tests start (scripts/test) is waited for by
-    a test that needs it, never run twice at once. Where the platform has no `fcntl`, nothing is held."""
+    a test that needs it, never run twice at once (`@one_builder(name)` on the build function). Where the
+    platform has no `fcntl`, nothing is held."""
     from ticdc_delta.jobs.paths import cache_dir
 
     try:
