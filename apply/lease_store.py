@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from ticdc_delta.apply.internal_tables import create_internal_table_as
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.progress import is_missing_table
+from ticdc_delta.apply.spark_errors import error_condition
 from ticdc_delta.apply.sql_session import SqlSession, is_commit_conflict
 from ticdc_delta.exceptions import ApplyError
 
@@ -31,6 +32,14 @@ _PROPERTIES = {
     "delta.deletedFileRetentionDuration": "interval 1 hours",
 }
 _CREATE_ATTEMPTS = 4
+# What a creation of the table half-way (by another job) looks like to a second one, across Delta
+# releases: the location holds files and no commit yet.
+_SOMEONE_CREATING = {
+    "TABLE_OR_VIEW_ALREADY_EXISTS", "TABLE_ALREADY_EXISTS", "DELTA_PATH_EXISTS", "PATH_ALREADY_EXISTS",
+    "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION",
+}
+# How long another job's creation may take before its files count as something in the way.
+_CREATION_WAIT_SECONDS = 120
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
@@ -107,21 +116,28 @@ class DeltaLeaseStore:
         # read and the MERGE that inserting it would take (about a second and a half a run).
         literals = _literals(first)
         select = "SELECT " + ", ".join(f"CAST({literals[name]} AS {kind}) AS {name}" for name, kind in _COLUMNS)
+        deadline = time.monotonic() + _CREATION_WAIT_SECONDS
         attempt = 1
         while True:
             try:
                 create_internal_table_as(self._sql, self._locator, TABLE, select, properties=_PROPERTIES, guarded=False)
-            except Exception:
+            except Exception as err:
                 # Two jobs starting at once both create it. The loser may be told that the table
-                # exists, that its location is not empty (the winner is half-way), or that it lost
-                # the commit race: once the winner is done the table is there; else the error was real.
+                # exists, that its location is not empty (the winner is half-way: its files written,
+                # its first commit not yet, which took a cold JVM on a busy machine more than 12 s), or
+                # that it lost the commit race: once the winner is done the table is there; else the
+                # error was real.
                 if self._exists():
                     return False
-                if attempt == _CREATE_ATTEMPTS:
+                half_way = error_condition(err) in _SOMEONE_CREATING or is_commit_conflict(err)
+                if not (half_way and time.monotonic() < deadline) and attempt >= _CREATE_ATTEMPTS:
                     raise
+                if half_way and attempt == 1:
+                    log.info("%s is being created by another job (%s); waiting for its first commit, up to %d s",
+                             self.sql_name, error_condition(err) or type(err).__name__, _CREATION_WAIT_SECONDS)
             else:
                 return True  # without IF NOT EXISTS: it succeeds only where this job's commit made the table
-            time.sleep(attempt)
+            time.sleep(min(attempt, 3))
             attempt += 1
 
     def _exists(self) -> bool:

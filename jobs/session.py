@@ -37,6 +37,10 @@ LOCAL_DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.memory": "2g",
+    # How long the JVM waits for Python to fetch a collect's rows (its default: 15 s). A busy machine
+    # stalled Python that long once (CI, both pairs at once); the rows are then lost with "Can not open
+    # socket ... Connection refused", failing the statement.
+    "spark.python.authenticate.socketTimeout": "120s",
 }
 
 # Ivy's own default for an m2-compatible ibiblio resolver is Maven Central; only
