@@ -68,16 +68,17 @@ def _replay_start(sql, locator, store: CheckpointStore, consumer: str) -> Checkp
 
 
 def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_rows(sql, tmp_path):
-    # Setup: consumer "other" saves 3 checkpoints; consumer "main" then saves 15, as the job does
-    # (save, then clean up when due) with keep 3 and a cleanup every 5 batches, files no longer used
-    # deleted at once (retention 0). A dead letter recorded after main's batch 3 is resolved by a
-    # replay at once; one recorded after batch 7 stays unresolved until batch 12.
+    # Setup: consumer "other" saves 3 checkpoints; consumer "main" then saves 9, as the job does
+    # (save, then clean up when due) with keep 2 and a cleanup every 3 batches, files no longer used
+    # deleted at once (retention 0). A dead letter recorded after main's batch 1 is resolved by a
+    # replay at once; one recorded after batch 4 stays unresolved until batch 7. (15 saves with keep 3
+    # and every 5 until 2026-11-28: the same three cleanups, the oldest side's first test, 158 s in CI.)
     # Expect: right before each cleanup at most keep + every + 1 rows and every + 1 live files (before
-    # the first, other's 3 files too); after it exactly main's newest 3 checkpoints, plus batch 7 while
-    # its dead letter is unresolved (not batch 3: its dead letter is resolved), one live data file and
-    # no other on disk; meanwhile the replay's own query finds batch 7, offsets and decoder state
+    # the first, other's 3 files too); after it exactly main's newest 2 checkpoints, plus batch 4 while
+    # its dead letter is unresolved (not batch 1: its dead letter is resolved), one live data file and
+    # no other on disk; meanwhile the replay's own query finds batch 4, offsets and decoder state
     # intact; other's rows unchanged; load() the newest; the table's retention properties set.
-    keep, every = 3, 5
+    keep, every = 2, 3
     locator = PathLocator(str(tmp_path / "lake"))
     folder = tmp_path / "lake" / "_ticdc" / "checkpoints"
     store = CheckpointStore(sql, locator, Retention(keep, every, file_seconds=0))
@@ -86,15 +87,15 @@ def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_
     others = _rows(sql, locator, "other")
 
     kept_for_replay = None
-    for batch in range(1, 16):
+    for batch in range(1, 10):
         store.save(_checkpoint("main", batch))
-        if batch == 3:
-            resolved = _dead_letter(sql, locator, "main", 30)
+        if batch == 1:
+            resolved = _dead_letter(sql, locator, "main", 10)
             DeadLetterTable(sql, locator, "main").record_replays([(resolved, "applied", "")])
+        if batch == 4:
+            unresolved = _dead_letter(sql, locator, "main", 40)
+            kept_for_replay = 4
         if batch == 7:
-            unresolved = _dead_letter(sql, locator, "main", 70)
-            kept_for_replay = 7
-        if batch == 12:
             DeadLetterTable(sql, locator, "main").record_replays([(unresolved, "superseded", "")])
             kept_for_replay = None
         if not store.cleanup_due(batch):
@@ -111,13 +112,13 @@ def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_
         assert report is not None and report.kept_for_replay == kept_for_replay
         assert _live_files(sql, locator) == 1
         assert _files_on_disk(folder) == 1
-        if batch == 10:
+        if batch == 6:
             start = _replay_start(sql, locator, store, "main")
-            assert start == dataclasses.replace(_checkpoint("main", 7), saved_at=start.saved_at)
+            assert start == dataclasses.replace(_checkpoint("main", 4), saved_at=start.saved_at)
 
     assert _rows(sql, locator, "other") == others
     newest = store.load("main")
-    assert newest == dataclasses.replace(_checkpoint("main", 15), saved_at=newest.saved_at)
+    assert newest == dataclasses.replace(_checkpoint("main", 9), saved_at=newest.saved_at)
     name = locator.internal_sql_name("checkpoints")
     properties = {r["key"]: r["value"] for r in sql.sql(f"SHOW TBLPROPERTIES {name}").collect()}
     assert properties["delta.deletedFileRetentionDuration"] == "interval 0 seconds"
