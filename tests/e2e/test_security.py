@@ -173,8 +173,9 @@ def _scan_tables(spark, root: Path) -> dict[str, list[str]]:
 
 
 def test_sasl_ssl_and_https_registry_run_leaks_no_secret(spark, secure_kafka, secure_registry, ca, feed, tmp_path):
-    """About 80 s in CI: the job is a process of its own (what it writes, librdkafka's debug log included, is what
-    is scanned for secrets), a cold Spark JVM logging at DEBUG, over a broker of this module's own."""
+    """80-160 s in CI (157 s on 2026-11-28): the job is a process of its own (what it writes, librdkafka's debug
+    log included, is what is scanned for secrets), a cold Spark JVM logging at DEBUG, over a broker of this
+    module's own."""
     # Setup: the avro stream read through the SASL_SSL listener (SCRAM-SHA-512 over TLS, the broker's
     # certificate checked against the test CA), its schemas from the registry over https with basic auth.
     # Expect: tables equal upstream; neither password in any line the process wrote (DEBUG, and librdkafka's
