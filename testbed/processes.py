@@ -51,7 +51,11 @@ def one_builder(name: str) -> Iterator[None]:
     folder = cache_dir() / "locks"
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # said once, so that a test standing still shows what it waits for
+            logging.getLogger(__name__).warning("waiting for another process's build of %s (%s)", name, lock.name)
+            fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
 
