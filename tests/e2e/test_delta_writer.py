@@ -175,26 +175,30 @@ def test_a_merge_that_loses_a_race_with_another_writer_is_run_again(sql, spark, 
 
 def test_a_job_waits_for_the_lease_table_another_job_is_creating(sql, spark, tmp_path, caplog):
     # Setup: the leases table's folder holds another job's files and no commit yet (its creation half-way,
-    # as a cold JVM on a busy machine left it for more than 12 s in CI); that job's commit lands 14 s later.
+    # as a cold JVM on a busy machine left it for more than 12 s in CI); 14 s later that job's table lands
+    # there at once (made aside beforehand: its data file moved in, then its log folder renamed into place,
+    # so that this job never sees an empty folder it could create the table in itself).
     # Expect: this job's creation waits for it instead of failing (the table was "in the way" before, after
     # 6 s of retries): it reports that it did not make the table, which holds the other job's row only.
     from ticdc_delta.apply.lease_store import TABLE, DeltaLeaseStore, LeaseRecord
 
-    locator = PathLocator(str(tmp_path / "lake"))
-    folder = tmp_path / "lake" / "_ticdc" / TABLE
-    spark.range(1).write.parquet(str(folder))  # what a creation writes before its first commit
     now = int(time.time() * 1_000_000)
 
     def row(owner: str) -> LeaseRecord:
         return LeaseRecord("g", owner, 1, 1, owner, None, now, now, now + 45_000_000)
 
+    aside = tmp_path / "aside" / "_ticdc" / TABLE
+    assert DeltaLeaseStore(sql, PathLocator(str(tmp_path / "aside"))).prepare(row("other"))
+    locator = PathLocator(str(tmp_path / "lake"))
+    folder = tmp_path / "lake" / "_ticdc" / TABLE
+    spark.range(1).write.parquet(str(folder))  # what a creation writes before its first commit
+
     def the_other_job_commits() -> None:
         time.sleep(14)
-        for file in folder.iterdir():
-            file.unlink()
-        outcome["other"] = DeltaLeaseStore(sql, locator).prepare(row("other"))
+        for data in aside.glob("*.parquet"):
+            data.rename(folder / data.name)
+        (aside / "_delta_log").rename(folder / "_delta_log")
 
-    outcome: dict = {}
     other = threading.Thread(target=the_other_job_commits)
     other.start()
     caplog.set_level(logging.INFO, logger="ticdc_delta.apply.lease_store")
@@ -203,7 +207,7 @@ def test_a_job_waits_for_the_lease_table_another_job_is_creating(sql, spark, tmp
     finally:
         other.join(120)
 
-    assert outcome == {"other": True} and made is False
+    assert made is False and not (aside / "_delta_log").exists()
     assert "being created by another job" in caplog.text
     assert [r["owner"] for r in spark.read.format("delta").load(str(folder)).collect()] == ["other"]
 
