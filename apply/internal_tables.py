@@ -15,7 +15,8 @@ from ticdc_delta.apply.table_features import TableLayout
 if TYPE_CHECKING:  # the locator records path tables' folders in one of these tables
     from ticdc_delta.apply.locator import TableLocator
 
-_ALREADY_THERE = {"TABLE_OR_VIEW_ALREADY_EXISTS", "TABLE_ALREADY_EXISTS", "DELTA_PATH_EXISTS"}
+# What a creation is told, across Spark and Delta releases, when the table is there already.
+ALREADY_THERE = frozenset({"TABLE_OR_VIEW_ALREADY_EXISTS", "TABLE_ALREADY_EXISTS", "DELTA_PATH_EXISTS"})
 # Whatever target.table_features says, the product's own tables need no table feature (never renamed,
 # small): every reader opens them, whatever defaults the session or workspace sets.
 _PROPERTIES = ", ".join(f"'{k}' = '{v}'" for k, v in TableLayout().create_properties().items())
@@ -115,7 +116,7 @@ def append_internal_rows(
                 create_internal_table_as(sql, locator, table, f"SELECT /*+ COALESCE(1) */ * FROM {source}", what=what)
                 return
             except AnalysisException as err:
-                if error_condition(err) not in _ALREADY_THERE:
+                if error_condition(err) not in ALREADY_THERE:
                     raise
         sql.run(f"INSERT INTO {name} ({names}) SELECT /*+ COALESCE(1) */ * FROM {source}", what=what)
 

@@ -11,7 +11,7 @@ from typing import Protocol
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from ticdc_delta.apply.internal_tables import create_internal_table_as
+from ticdc_delta.apply.internal_tables import ALREADY_THERE, create_internal_table_as
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.progress import is_missing_table
 from ticdc_delta.apply.spark_errors import error_condition
@@ -34,10 +34,7 @@ _PROPERTIES = {
 _CREATE_ATTEMPTS = 4
 # What a creation of the table half-way (by another job) looks like to a second one, across Delta
 # releases: the location holds files and no commit yet.
-_SOMEONE_CREATING = {
-    "TABLE_OR_VIEW_ALREADY_EXISTS", "TABLE_ALREADY_EXISTS", "DELTA_PATH_EXISTS", "PATH_ALREADY_EXISTS",
-    "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION",
-}
+_SOMEONE_CREATING = ALREADY_THERE | {"PATH_ALREADY_EXISTS", "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"}
 # How long another job's creation may take before its files count as something in the way.
 _CREATION_WAIT_SECONDS = 120
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -129,12 +126,13 @@ class DeltaLeaseStore:
                 # error was real.
                 if self._exists():
                     return False
-                half_way = error_condition(err) in _SOMEONE_CREATING or is_commit_conflict(err)
+                condition = error_condition(err)
+                half_way = condition in _SOMEONE_CREATING or is_commit_conflict(err)
                 if not (half_way and time.monotonic() < deadline) and attempt >= _CREATE_ATTEMPTS:
                     raise
                 if half_way and attempt == 1:
                     log.info("%s is being created by another job (%s); waiting for its first commit, up to %d s",
-                             self.sql_name, error_condition(err) or type(err).__name__, _CREATION_WAIT_SECONDS)
+                             self.sql_name, condition or type(err).__name__, _CREATION_WAIT_SECONDS)
             else:
                 return True  # without IF NOT EXISTS: it succeeds only where this job's commit made the table
             time.sleep(min(attempt, 3))
