@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ticdc_delta.apply.changes import RowChanges, TableChanges, covers, key_signature, point_after
+from ticdc_delta.apply.changes import RowChanges, TableChanges, as_delete_of, covers, key_signature, point_after
 from ticdc_delta.apply.delta_writer import ADDITIVE_ONLY, DeltaWriter, Evolution
 from ticdc_delta.apply.history import IS_CURRENT, HistoryChoice, history_schema
 from ticdc_delta.apply.identifiers import quote
@@ -617,20 +617,10 @@ def _fit_deletes(segment: list[RowChange], row: RowChange) -> tuple[list[RowChan
     if key_signature(structure) != key_signature(row.schema):
         return None
     if row.after is None:
-        return segment, _as_delete_of(row, structure)
+        return segment, as_delete_of(row, structure)
     if all(r.after is None for r in segment):
-        return [_as_delete_of(r, row.schema) for r in segment], row
+        return [as_delete_of(r, row.schema) for r in segment], row
     return None
-
-
-def _as_delete_of(row: RowChange, schema: TableSchema) -> RowChange:
-    """A delete with its key values placed in `schema`'s columns."""
-    if row.schema is schema:
-        return row
-    before = [None] * len(schema.columns)
-    for position, value in zip(schema.key_indexes(), (row.before[i] for i in row.schema.key_indexes()), strict=True):
-        before[position] = value
-    return row._replace(before=tuple(before), schema=schema)
 
 
 # The rows of a history table an added column's default is written into: closed states predate it.

@@ -83,6 +83,17 @@ def key_signature(schema: TableSchema) -> tuple[tuple[str, str], ...]:
     return tuple((k.lower(), types[k]) for k in schema.key)
 
 
+def as_delete_of(row: RowChange, schema: TableSchema) -> RowChange:
+    """A delete with its key values placed in `schema`'s columns (a delete of a structure carrying its key alone,
+    merged with rows of `schema`: a delete needs only its key)."""
+    if row.schema is schema:
+        return row
+    before = [None] * len(schema.columns)
+    for position, value in zip(schema.key_indexes(), (row.before[i] for i in row.schema.key_indexes()), strict=True):
+        before[position] = value
+    return row._replace(before=tuple(before), schema=schema)
+
+
 def covers(point: AppliedPoint | None, event: RowChange | SchemaChange, ordering: Ordering) -> bool:
     """Whether a table applied through `point` already holds `event` (a replay)."""
     if point is None:

@@ -10,7 +10,8 @@ batch (the metrics record's `batch_seconds`: the round's read, decode, apply, ch
 the marginal cost per touched table, the job's wall time and what it spends outside batches, and its peak
 memory (Python + JVM). Every table is then compared with the stream's model, row by row. `--table-serial` adds
 the same runs with `run.apply_concurrency = 1` (tables one after another), the way to see what overlapping
-them gains in one run of this script.
+them gains in one run of this script; `--table-also KEY=VALUE` the same with another [run] setting (e.g.
+`max_pending_events=1`: the Spark engine's MERGE sources built by Spark, not from the driver's memory).
 
 The floor: per N, the same rows merged by bare Delta MERGE statements (each table's final rows into a table
 holding one row), up to the job's concurrency at once on sessions of their own, in this script's warm session:
@@ -47,6 +48,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--table-counts", default="1,20,100,500", help="comma-separated table counts")
     parser.add_argument("--table-engines", default="driver,spark", help="comma-separated: driver, spark")
     parser.add_argument("--table-serial", action="store_true", help="also run each with run.apply_concurrency = 1")
+    parser.add_argument("--table-also", metavar="KEY=VALUE", action="append", default=[],
+                        help="also run each engine with this [run] setting (a JSON value; repeatable, all at once), "
+                             "e.g. max_pending_events=1: the Spark engine's MERGE sources built by Spark")
 
 
 def job_config(lake, topic: str, group: str, target: Path, work: Path, **run: object) -> Path:
@@ -60,10 +64,11 @@ def job_config(lake, topic: str, group: str, target: Path, work: Path, **run: ob
 
 
 def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency: int, work: Path,
-            *flags: str) -> dict:
-    """`ticdc-delta run` (with `flags`) as a process: wall seconds, peak MiB of its process tree, what its log says."""
+            *flags: str, settings: dict | None = None) -> dict:
+    """`ticdc-delta run` (with `flags`, and `settings` in its [run] section) as a process: wall seconds, peak MiB
+    of its process tree, what its log says."""
     config = job_config(lake, topic, group, target, work, engine=engine, batch_max_messages=10_000_000,
-                        batch_max_seconds=600, apply_concurrency=concurrency)
+                        batch_max_seconds=600, apply_concurrency=concurrency, **(settings or {}))
     log = work / f"{group}-{int(time.time() * 1000)}.log"
     began_at = dt.datetime.now()
     began = time.perf_counter()
@@ -150,25 +155,29 @@ def bench_tables(args, lake) -> None:
     events = args.table_events
     section(f"tables: {events:,} row events over N tables (existing), {_PARTITIONS} partitions, one batch, "
             "a job process per run")
-    configurations = [(engine, 8, "") for engine in engines]
+    configurations = [(engine, 8, "", {}) for engine in engines]
     if args.table_serial:
-        configurations += [(engine, 1, ", one table at a time") for engine in engines]
+        configurations += [(engine, 1, ", one table at a time", {}) for engine in engines]
+    if args.table_also:
+        also = {key: json.loads(value) for key, _, value in (item.partition("=") for item in args.table_also)}
+        configurations += [(engine, 8, ", " + ", ".join(args.table_also), also) for engine in engines]
     with tempfile.TemporaryDirectory(dir=lake.work) as scratch:
         work = Path(scratch)
-        for engine, concurrency, label in configurations:
+        for number, (engine, concurrency, label, settings) in enumerate(configurations):
             batches: dict[int, float] = {}
             floors: dict[int, float] = {}
             for n in counts:
-                topic, target = f"tables-{engine}-{concurrency}-{n}", work / f"lake-{engine}-{concurrency}-{n}"
+                topic, target = f"tables-{number}-{engine}-{concurrency}-{n}", work / f"lake-{number}-{n}"
                 first = one_row_each(n)
                 stream = streams.build(events, max(events // 10, n), tables=n, partitions=_PARTITIONS, seed=12,
                                        first_commit_ts=streams.FIRST_COMMIT_TS << 1)
                 lake.publish(topic, first)
-                job_run(lake, topic, topic, target, engine, concurrency, work)
+                job_run(lake, topic, topic, target, engine, concurrency, work, settings=settings)
                 lake.publish(topic, stream)
-                run = job_run(lake, topic, topic, target, engine, concurrency, work)
-                idle = job_run(lake, topic, topic, target, engine, concurrency, work)
-                idle_spark = job_run(lake, topic, topic, target, engine, concurrency, work, "--no-skip-when-caught-up")
+                run = job_run(lake, topic, topic, target, engine, concurrency, work, settings=settings)
+                idle = job_run(lake, topic, topic, target, engine, concurrency, work, settings=settings)
+                idle_spark = job_run(lake, topic, topic, target, engine, concurrency, work, "--no-skip-when-caught-up",
+                                     settings=settings)
                 check_tables(lake.spark, target, merged(first, stream))
                 if not floors:
                     _floor(lake.spark, work, stream, concurrency)  # warms the session's code paths up

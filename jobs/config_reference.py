@@ -73,7 +73,7 @@ MEANINGS: dict[str, str] = {
     "run.batch_max_messages": "a batch closes at this many messages ...",
     "run.batch_max_seconds": "... or after this long",
     "run.idle_timeout_seconds": "until-idle: stop if no message arrives for this long before the end offsets are reached",
-    "run.max_pending_events": "events waiting for a watermark kept in memory; the newest of any more wait on local disk (a lagging partition costs disk, not memory)",
+    "run.max_pending_events": "events waiting for a watermark kept in memory; the newest of any more wait on local disk (a lagging partition costs disk, not memory). The Spark engine, which keeps waiting events in its staging table, merges a release of at most this many row events (and 64 MiB of staged images) from rows read into the driver, as the driver engine does, and a larger one from DataFrames Spark builds (see \"The Spark engine\")",
     "run.lease_seconds": "one job per consumer: the running job renews its lease in `_ticdc/leases` every quarter of this; a job killed without releasing it delays the next run on another machine by at most this long (on the same machine, not at all); at least 2",
     "run.apply_concurrency": "how many tables' changes are merged at once, each on a Spark session of its own (Delta commits of different tables are independent; a table's own changes stay in order); 1: one table after another",
     "run.skip_when_caught_up": "until-idle: when the offsets the consumer's last run committed to its Kafka group (for this target) are the end of every partition, the run has nothing to read and ends at once, before starting Spark or taking the lease; `false`: every run starts Spark",

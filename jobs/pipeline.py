@@ -161,7 +161,8 @@ class Pipeline:
             from ticdc_delta.jobs.spark_engine.intake import SparkIntake
             from ticdc_delta.jobs.spark_engine.staging import StagingTable
 
-            staging = StagingTable(sql, locator, config.kafka.group_id, decoder.ordering)
+            staging = StagingTable(sql, locator, config.kafka.group_id, decoder.ordering,
+                                   in_memory_rows=config.run.max_pending_events)
             intake = SparkIntake(config, reading, spark=sql.spark, staging=staging)
         else:
             intake = DriverIntake(run, reading)

@@ -148,7 +148,8 @@ class SparkIntake:
 
     def releases(self, gate: Gate, holds: Mapping[TableName, int]) -> Iterator[Released]:
         """Everything of each topic at or below its watermark (offset ordering: everything), at once: the
-        driver holds one row per run, whatever the lag."""
+        driver holds one row per run, whatever the lag, and the rows of a small release
+        (`StagingTable._held_rows`)."""
         ordering = self._decoder.ordering
         self._limits = gate.watermarks() if ordering is Ordering.COMMIT_TS else None
         if self._limits:

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ticdc_delta.apply.changes import UPSERTS, key_signature, offsets_advanced
-from ticdc_delta.apply.merge_source import MergeSource, SourceFrame
+from ticdc_delta.apply.changes import UPSERTS, RowChanges, covers, key_signature, offsets_advanced
+from ticdc_delta.apply.merge_source import MergeSource, SourceFrame, SourceRows
 from ticdc_delta.apply.points import AppliedPoint
 from ticdc_delta.schema_cache.events import Ordering, SchemaChange, TableName, TableSchema, TopicPartition
 
@@ -124,11 +124,25 @@ class StagedChanges:
 
     def net_changes(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
         (run,) = self.runs  # one MERGE per run (`merges`)
+        held = self._held(run, prior)
+        if held is not None:
+            return held.net_changes(keep, prior) if held.events else SourceRows([])
         return SourceFrame(run.staging.net_changes(run, run.schema, keep, self._after(prior)))
 
     def history_rows(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
         (run,) = self.runs
+        held = self._held(run, prior)
+        if held is not None:
+            return held.history_rows(keep, prior) if held.events else SourceRows([])
         return SourceFrame(run.staging.history_source(run, keep, self._after(prior)))
+
+    def _held(self, run: StagedRun, prior: AppliedPoint | None) -> RowChanges | None:
+        """The run's rows a table at `prior` lacks, as the driver engine holds them, where its release was read into
+        the driver (a small one: `jobs.spark_engine.staging.StagingTable.held_changes`); None where it was not."""
+        held = run.staging.held_changes(run)
+        if held is None:
+            return None
+        return RowChanges(self.table, self.ordering, [row for row in held if not covers(prior, row, self.ordering)])
 
     def _after(self, prior: AppliedPoint | None) -> dict | None:
         """Which staged rows a table at `prior` lacks, as `jobs.spark_engine.staging` selects them."""

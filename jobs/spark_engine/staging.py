@@ -19,7 +19,8 @@ structure). Released events are grouped into runs: per table, in the protocol's 
 (commitTs, partition, offset, index in the message; offset ordering without the commitTs), the
 longest stretches of one structure, a schema change being a run of its own (deletes carrying their
 key alone join their neighbours' run: `jobs.spark_engine.runs`). Each run of rows becomes one MERGE source of
-net changes per key (`net_changes`).
+net changes per key: of rows read into the driver where the release is small (`held_changes`), else built by
+Spark (`net_changes`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from ticdc_delta.apply.arrow_types import arrow_type, source_type
+from ticdc_delta.apply.changes import as_delete_of
 from ticdc_delta.apply.checkpoint import Retention
 from ticdc_delta.apply.identifiers import catalog_name
 from ticdc_delta.apply.internal_tables import ensure_internal_table, vacuum_internal_table
@@ -42,7 +44,17 @@ from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.exceptions import ApplyError, ConcurrentCommitError, MaterializerError
 from ticdc_delta.jobs.spark_engine.executor_decoding import MESSAGE, ROW, SCHEMA, STAGED_FIELDS
 from ticdc_delta.jobs.spark_engine.runs import Release, StagedRun, fold_key_deletes
-from ticdc_delta.schema_cache.events import Ordering, RawMessage, SchemaChange, TableName, TableSchema, TopicPartition
+from ticdc_delta.schema_cache.events import (
+    Op,
+    Ordering,
+    Position,
+    RawMessage,
+    RowChange,
+    SchemaChange,
+    TableName,
+    TableSchema,
+    TopicPartition,
+)
 from ticdc_delta.schema_cache.serialized import dump_event, dump_row, load_event, load_row, schema_ref
 
 log = logging.getLogger(__name__)
@@ -90,8 +102,14 @@ def _literal_topic(topic: str) -> str:
     return f"'{topic}'"
 
 
+# A release's row images are read into the driver for its MERGE sources when they are at most this large (the
+# staged bytes of its row images), besides at most `in_memory_rows` of them (`StagingTable._held_rows`).
+_IN_MEMORY_BYTES = 64 * 1024 * 1024
+
+
 class StagingTable:
-    def __init__(self, sql: SqlSession, locator: TableLocator, consumer: str, ordering: Ordering) -> None:
+    def __init__(self, sql: SqlSession, locator: TableLocator, consumer: str, ordering: Ordering,
+                 in_memory_rows: int = 0) -> None:
         self._sql = sql
         self._name = locator.internal_sql_name(f"staging_{catalog_name(consumer)}")
         self._locator = locator
@@ -102,6 +120,8 @@ class StagingTable:
         self._properties_set = False
         self._vacuumed_at: float | None = None
         self._released_rows: DataFrame | None = None  # (`_rows_of_release`)
+        self._in_memory_rows = in_memory_rows
+        self._held: dict[TableName, list] | None = None  # a small release's rows, per table (`_held_rows`)
 
     @property
     def name(self) -> str:
@@ -224,8 +244,9 @@ class StagingTable:
         )
         by_table = Window.partitionBy("database", "table").orderBy(*order)
         extra = [] if "commit_ts" in order else ["commit_ts"]
+        size = F.coalesce(F.length("before"), F.lit(0)) + F.coalesce(F.length("after"), F.lit(0))
         marked = released.select(*order, *extra, "topic", "kind", "database", "table", "schema_ref", "op", "value",
-                                 tag.alias("tag"))
+                                 tag.alias("tag"), size.alias("size"))
         starts = F.when(F.lag("tag").over(by_table).isNull() | (F.lag("tag").over(by_table) != F.col("tag")), 1).otherwise(0)
         runs = marked.withColumn("started", starts).withColumn(
             "run", F.sum("started").over(by_table.rowsBetween(Window.unboundedPreceding, Window.currentRow))
@@ -239,6 +260,7 @@ class StagingTable:
             F.max("commit_ts").alias("max_ts"),
             F.min("commit_ts").alias("min_ts"),
             F.count(F.lit(1)).alias("rows"),
+            F.sum("size").alias("bytes"),
             *[F.sum(F.when(F.col("op") == op, 1).otherwise(0)).alias(op) for op in _OPS],
             F.first("value").alias("value"),
         )
@@ -251,6 +273,7 @@ class StagingTable:
             F.max("max_ts").alias("max_ts"),
             F.min("min_ts").alias("min_ts"),
             F.sum("rows").alias("rows"),
+            F.sum("bytes").alias("bytes"),
             *[F.sum(op).alias(op) for op in _OPS],
             F.collect_list(F.struct("topic", "partition", "max_offset")).alias("offsets"),
             F.first("value").alias("value"),
@@ -276,9 +299,49 @@ class StagingTable:
             (e.rows if isinstance(e, StagedRun) else 1) for _, e in events
         )
         release = Release(fold_key_deletes([e for _, e in events]), waiting)
-        if any(isinstance(e, StagedRun) for e in release.events):
+        rows = sum(e.rows for _, e in events if isinstance(e, StagedRun))
+        if rows and rows <= self._in_memory_rows and sum(int(r["bytes"] or 0) for r in collected) <= _IN_MEMORY_BYTES:
+            self._held = self._held_rows(released, order)
+        elif rows:
             self._released_rows = self._rows_of_release(released)
         return release
+
+    def _held_rows(self, released: DataFrame, order: Sequence[str]) -> dict[TableName, list]:
+        """A small release's rows read into the driver once (one Spark job), per table in the protocol's order:
+        each of its runs then merges a source of rows held in memory, as the driver engine's (`held_changes`),
+        instead of a DataFrame of its own, whose MERGE copies it aside and plans and runs a shuffle per table
+        (`net_changes`). Small: at most `run.max_pending_events` row events (what the driver engine holds in
+        memory) and `_IN_MEMORY_BYTES` of staged images."""
+        extra = [] if "commit_ts" in order else ["commit_ts"]
+        rows = (released.where(F.col("kind") == ROW)
+                .select(*order, *extra, "topic", "database", "table", "schema_ref", "op", "before", "after").collect())
+        held: dict[TableName, list] = {}
+        for r in rows:
+            held.setdefault(TableName(r["database"], r["table"]), []).append(r)
+        for table_rows in held.values():
+            table_rows.sort(key=lambda r: tuple(r[c] for c in order))
+        return held
+
+    def held_changes(self, run: StagedRun) -> list[RowChange] | None:
+        """The run's row changes in the protocol's order, all in its structure, where its release was read into the
+        driver (`_held_rows`); None where it was not (Spark builds its MERGE source: `net_changes`).
+
+        Rows of its other references (`StagedRun.other_refs`) are of its very structure, or deletes carrying its key
+        alone, which take its columns with the key's values (`apply.changes.as_delete_of`), as `_run_images` does."""
+        if self._held is None:
+            return None
+        order = _order_columns(self._ordering)
+        schemas = {run.ref: run.schema, **dict(run.other_refs)}
+        changes = []
+        for r in self._held.get(run.table, ()):
+            if not run.first <= tuple(r[c] for c in order) <= run.last:
+                continue
+            schema = schemas[r["schema_ref"]]
+            change = RowChange(run.table, r["commit_ts"], Op(r["op"]), load_row(r["before"]), load_row(r["after"]),
+                               schema, Position(r["topic"], r["partition"], r["offset"]))
+            same = schema is run.schema or schema.same_structure(run.schema)
+            changes.append(change._replace(schema=run.schema) if same else as_delete_of(change, run.schema))
+        return changes
 
     @staticmethod
     def _rows_of_release(released: DataFrame) -> DataFrame:
@@ -292,6 +355,7 @@ class StagingTable:
         return released.where(F.col("kind") == ROW).persist(StorageLevel.MEMORY_AND_DISK)
 
     def _forget_released_rows(self) -> None:
+        self._held = None
         if self._released_rows is not None:
             self._released_rows.unpersist()
             self._released_rows = None

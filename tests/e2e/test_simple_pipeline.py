@@ -122,7 +122,8 @@ def test_a_lagging_partition_spills_to_disk_and_the_tables_come_out_exact(spark,
 # engine's variant runs there, the same MERGE of a key's delete and its new key's insert on Delta 3.3.
 @pytest.mark.parametrize(
     "split, engine",
-    # The Spark engine once (CI time): split, its images' newest-per-key order meets an upsert and a delete at one commitTs.
+    # The Spark engine once (CI time): split, its images' newest-per-key order meets an upsert and a delete at one
+    # commitTs (the MERGE source Spark builds: `run.max_pending_events` 1, below).
     [
         pytest.param(True, "driver", id="delete+insert-driver"),
         pytest.param(False, "driver", id="one-update-driver"),
@@ -143,7 +144,9 @@ def test_primary_key_changing_update(spark, kafka, tmp_path, unique, split, engi
         txn.update("shop", "items", [2], {"id": 3, "price": Decimal("7.77")})
     publish(kafka, f"pk-{unique}", feed.messages)
 
-    run_job(spark, kafka, f"pk-{unique}", str(tmp_path), f"g-{unique}", engine=engine)
+    # (A Spark-engine release of at most max_pending_events rows is merged from the driver's memory, as the driver
+    # engine's batches: the driver's variants run that.)
+    run_job(spark, kafka, f"pk-{unique}", str(tmp_path), f"g-{unique}", engine=engine, run={"max_pending_events": 1})
 
     assert_table(spark, str(tmp_path), feed, "shop", "items", ITEMS_DDL)
     ids = sorted(r["id"] for r in table_frame(spark, str(tmp_path), "shop", "items").collect())
@@ -198,12 +201,16 @@ def test_rows_before_their_bootstrap_wait_and_then_apply(spark, kafka, tmp_path,
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
 
 
-def test_rows_waiting_for_their_schema_are_not_taken_for_replays_once_it_arrives(spark, kafka, tmp_path, unique, engine):
+def test_rows_waiting_for_their_schema_are_not_taken_for_replays_once_it_arrives(spark, kafka, tmp_path, unique, engine,
+                                                                                 monkeypatch):
     # Setup: rows of the table's first structure, then ADD COLUMN and rows of the new one, and a watermark
     # past all of them; the ADD COLUMN's DDL messages are missing, so the newer rows wait for their schema
     # while the older ones are applied. Then TiCDC's periodic BOOTSTRAP brings the new structure.
     # Expect: the first run marks the table applied only up to just before the waiting rows (not through
-    # the watermark), so the second run applies them instead of skipping them as replays.
+    # the watermark), so the second run applies them instead of skipping them as replays. The Spark engine's
+    # releases, small, are merged from rows read into the driver (`StagingTable._held_rows`), the rows still
+    # waiting left out of them.
+    held = _sources_held_in_memory(monkeypatch) if engine == "spark" else []
     feed = items_feed()
     with feed.transaction() as txn:
         for i in range(10):
@@ -228,6 +235,8 @@ def test_rows_waiting_for_their_schema_are_not_taken_for_replays_once_it_arrives
     second = run_job(spark, kafka, topic, target, f"g-{unique}", engine=engine)
     assert second.rows_applied == 6 and second.replays_skipped == 0
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL + ", stock INT")
+    if engine == "spark":
+        assert held == [10, 6], held
 
 
 def test_a_batch_slower_than_the_idle_timeout_does_not_end_the_drain(spark, kafka, tmp_path, unique):
@@ -360,7 +369,9 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, store,
     # column kept its data; the renamed table stayed in its folder, which `ticdc-delta tables` lists;
     # the product's own tables are beside them (on S3, in the same bucket); a replay under a new group
     # changes nothing and resurrects nothing. The Spark engine reads a release's staged rows once for all its
-    # runs' MERGE sources (`StagingTable._rows_of_release`) and keeps none of them once the release is removed.
+    # runs' MERGE sources (`StagingTable._rows_of_release`) and keeps none of them once the release is removed;
+    # here every release is larger than `run.max_pending_events` (1), which a release must not exceed to be
+    # merged from the driver's memory instead (`StagingTable._held_rows`: test_rows_waiting_... below).
     feed = ddl_evolution(items_feed())
     topic = f"ddl-{unique}"
     from_memory = _sources_from_the_release(monkeypatch) if engine == "spark" else []
@@ -368,7 +379,8 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, store,
     s3 = request.getfixturevalue("s3") if store == "s3" else None
 
     def run(group: str):
-        return (run_on_s3 if s3 else run_job)(spark, kafka, topic, target, group, engine=engine)
+        return (run_on_s3 if s3 else run_job)(spark, kafka, topic, target, group, engine=engine,
+                                               run={"max_pending_events": 1})
 
     publish(kafka, topic, feed.messages)
 
@@ -469,4 +481,20 @@ def _sources_from_the_release(monkeypatch) -> list[bool]:
         return images
 
     monkeypatch.setattr(StagingTable, "_run_images", recorded)
+    return seen
+
+
+def _sources_held_in_memory(monkeypatch) -> list[int]:
+    """Per MERGE source the Spark engine builds from rows read into the driver, how many row changes it holds."""
+    from ticdc_delta.jobs.spark_engine.staging import StagingTable
+
+    seen, held_changes = [], StagingTable.held_changes
+
+    def recorded(staging, run):
+        changes = held_changes(staging, run)
+        if changes is not None:
+            seen.append(len(changes))
+        return changes
+
+    monkeypatch.setattr(StagingTable, "held_changes", recorded)
     return seen

@@ -122,3 +122,49 @@ def test_a_staged_run_beginning_where_the_one_before_it_leaves_the_table_stops_t
     with pytest.raises(ApplyError, match="two structures"):
         Applier(writer, Tombstones()).apply(Release([first, second], 0).for_applier(Ordering.COMMIT_TS), {"t": 10})
     assert not [c for c in writer.calls if c[0].startswith("merge")]
+
+
+def test_a_small_releases_run_merges_its_rows_held_in_memory_as_the_driver_engine_does():
+    # Setup: a release read into the driver (`StagingTable._held_rows`): the items table's rows at commitTs 9
+    #    (an earlier run), then at 10 and 11 a run of the full structure with rows of the same structure under
+    #    another reference and a key-only delete folded in, and rows of another table between them.
+    # Expect: the run's changes are its own rows alone, in order, all in its structure (the key-only delete's
+    #    key in the key column, NULL elsewhere); its MERGE source is rows held in memory: per key its net change
+    #    since the table's point (10: the rows at 10 left out), as the driver engine's collapse gives them.
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.apply.merge_source import SourceRows
+    from ticdc_delta.apply.points import AppliedPoint
+    from ticdc_delta.jobs.spark_engine.runs import StagedChanges
+    from ticdc_delta.jobs.spark_engine.staging import StagingTable
+
+    staging = StagingTable(None, PathLocator("/nowhere"), "main", Ordering.COMMIT_TS, in_memory_rows=100)
+
+    def row(table, ts, offset, ref, op, before, after):
+        return {"commit_ts": ts, "partition": 0, "offset": offset, "seq": 0, "topic": "t", "database": table.database,
+                "table": table.table, "schema_ref": ref, "op": op, "before": dump_row(before), "after": dump_row(after)}
+
+    staging._held = {
+        ITEMS: [row(ITEMS, 9, 0, "f", "INSERT", None, (1, "old", 1)),
+                row(ITEMS, 10, 1, "f", "INSERT", None, (1, "a", 1)),
+                row(ITEMS, 10, 2, "f", "INSERT", None, (2, "b", 2)),
+                row(ITEMS, 11, 4, "f2", "UPDATE", (1, None, None), (1, "a2", 5)),
+                row(ITEMS, 11, 5, "k", "DELETE", (2,), None),
+                row(ITEMS, 11, 6, "f", "INSERT", None, (3, "c", 3))],
+        LOGS: [row(LOGS, 10, 3, "l", "INSERT", None, (1, "x"))],
+    }
+    same_again = TableSchema(ITEMS, FULL.columns, ("id",), version=2)
+    items = StagedRun(ITEMS, "t", FULL, "f", (10, 0, 1, 0), (11, 0, 6, 0), 11, 10, 5, {"INSERT": 3, "UPDATE": 1, "DELETE": 1},
+                      {P0: 7}, staging, (("f2", same_again), ("k", KEY_ONLY)))
+
+    changes = staging.held_changes(items)
+
+    assert [(c.commit_ts, c.op.value, c.before, c.after) for c in changes] == [
+        (10, "INSERT", None, (1, "a", 1)), (10, "INSERT", None, (2, "b", 2)),
+        (11, "UPDATE", (1, None, None), (1, "a2", 5)), (11, "DELETE", (2, None, None), None),
+        (11, "INSERT", None, (3, "c", 3))]
+    assert all(c.schema is FULL for c in changes)
+    source = StagedChanges(ITEMS, Ordering.COMMIT_TS, [items]).net_changes((0, 2), AppliedPoint(ts=10))
+    assert isinstance(source, SourceRows) and sorted(source.rows) == [(1, 5, False), (2, None, True), (3, 3, False)]
+    # A release Spark merges (too large to hold): no rows held, the source is built by Spark.
+    staging._forget_released_rows()
+    assert staging.held_changes(items) is None
