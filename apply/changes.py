@@ -5,7 +5,8 @@ both engines, for a table and its history alike:
 
 - `RowChanges`: row events held in memory (the driver engine); one MERGE, its source collapsed here.
 - `jobs.spark_engine.runs.StagedChanges`: runs of rows staged in a Delta table (the Spark engine); one MERGE per
-  run, its source a DataFrame built where the rows are.
+  run, its source a DataFrame built where the rows are, or, for a small release read into the driver,
+  `RowChanges` of the run's rows.
 
 Each says which of its changes a table at a given point lacks (replays are skipped), the point a MERGE of
 them leaves, and its MERGE source (`apply.merge_source`) restricted to the columns the table has.

@@ -49,16 +49,25 @@ def add_arguments(parser) -> None:
     parser.add_argument("--table-engines", default="driver,spark", help="comma-separated: driver, spark")
     parser.add_argument("--table-serial", action="store_true", help="also run each with run.apply_concurrency = 1")
     parser.add_argument("--table-also", metavar="KEY=VALUE", action="append", default=[],
-                        help="also run each engine with this [run] setting (a JSON value; repeatable, all at once), "
-                             "e.g. max_pending_events=1: the Spark engine's MERGE sources built by Spark")
+                        help="also run each engine with this [run] setting, or SECTION.KEY for another section "
+                             "(a JSON value, else a string; repeatable, all at once), e.g. with --table-engines spark, "
+                             "max_pending_events=1: the Spark engine's MERGE sources built by Spark (the driver engine "
+                             "would spill); spark.quick_compiler_max_backlog=0: the JVM's full compiler")
 
 
 def job_config(lake, topic: str, group: str, target: Path, work: Path, **run: object) -> Path:
-    """A job's configuration file: `topic` read by `group` into `target`, with `run` as its [run] section."""
+    """A job's configuration file: `topic` read by `group` into `target`, with `run` as its [run] section; a key
+    "section.name" goes to that section instead (e.g. "spark.quick_compiler_max_backlog")."""
+    sections: dict[str, dict[str, object]] = {"run": {}}
+    for key, value in run.items():
+        section, _, name = key.rpartition(".")
+        sections.setdefault(section or "run", {})[name] = value
     config = work / f"{group}.toml"
     config.write_text(
         f'[kafka]\nbootstrap_servers = "{lake.broker.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "{group}"\n'
-        f'[target]\npath = "{target}"\n[run]\n' + "".join(f"{key} = {json.dumps(value)}\n" for key, value in run.items())
+        f'[target]\npath = "{target}"\n'
+        + "".join(f"[{section}]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in values.items())
+                  for section, values in sections.items())
     )
     return config
 
@@ -67,8 +76,9 @@ def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency
             *flags: str, settings: dict | None = None) -> dict:
     """`ticdc-delta run` (with `flags`, and `settings` in its [run] section) as a process: wall seconds, peak MiB
     of its process tree, what its log says."""
-    config = job_config(lake, topic, group, target, work, engine=engine, batch_max_messages=10_000_000,
-                        batch_max_seconds=600, apply_concurrency=concurrency, **(settings or {}))
+    run = {"engine": engine, "batch_max_messages": 10_000_000, "batch_max_seconds": 600,
+           "apply_concurrency": concurrency, **(settings or {})}
+    config = job_config(lake, topic, group, target, work, **run)
     log = work / f"{group}-{int(time.time() * 1000)}.log"
     began_at = dt.datetime.now()
     began = time.perf_counter()
@@ -149,6 +159,13 @@ def _floor(spark, work: Path, stream: streams.Stream, concurrency: int) -> float
     return time.perf_counter() - began
 
 
+def _setting(value: str) -> object:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
 def bench_tables(args, lake) -> None:
     counts = [int(n) for n in args.table_counts.split(",") if n.strip()]
     engines = [e.strip() for e in args.table_engines.split(",") if e.strip()]
@@ -159,7 +176,7 @@ def bench_tables(args, lake) -> None:
     if args.table_serial:
         configurations += [(engine, 1, ", one table at a time", {}) for engine in engines]
     if args.table_also:
-        also = {key: json.loads(value) for key, _, value in (item.partition("=") for item in args.table_also)}
+        also = {key: _setting(value) for key, _, value in (item.partition("=") for item in args.table_also)}
         configurations += [(engine, 8, ", " + ", ".join(args.table_also), also) for engine in engines]
     with tempfile.TemporaryDirectory(dir=lake.work) as scratch:
         work = Path(scratch)

@@ -83,7 +83,7 @@ def nothing_new(config: Config, source: KafkaSource | LookedOnce) -> bool:
 def might_be_small(config: Config) -> bool:
     """Whether a run of `config` could get the quick compiler (`small_run`), before counting its messages."""
     return (
-        config.run.mode == "until-idle" and config.run.engine == "driver"
+        config.run.mode == "until-idle"
         and config.spark.quick_compiler_max_backlog > 0 and not under_existing_runtime()
     )
 
@@ -94,8 +94,8 @@ def small_run(config: Config, source: KafkaSource | LookedOnce) -> bool:
     target's commits to the group (else the first offset); its checkpoint is at or after them, so it errs high.
     Where the count cannot be known (commits of something else, `start_from = "latest"` without commits), the
     JVM keeps the full compiler; Kafka unreachable or refusing the job's credentials ends the run as it would
-    have a moment later. Only the driver engine: the Spark engine's batches, most of them JVM work, were not
-    measured on the quick compiler."""
+    have a moment later. Both engines (the Spark engine's local JVM also runs its executors' tasks: measured on
+    the quick compiler since 2026-11-28, docs/performance.md)."""
     if not might_be_small(config):
         return False
     limit = config.spark.quick_compiler_max_backlog

@@ -67,7 +67,8 @@ class StagedRun:
 @dataclass(slots=True)
 class StagedChanges:
     """Runs of one table's staged rows, of one structure (`apply.changes.TableChanges`): one MERGE per run, its
-    source built by Spark where the rows are; a run's rows a table already holds are left out by its point."""
+    source built by Spark where the rows are, or from the rows of a small release read into the driver
+    (`StagingTable.held_changes`); a run's rows a table already holds are left out by its point."""
 
     table: TableName
     ordering: Ordering

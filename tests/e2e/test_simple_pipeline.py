@@ -146,7 +146,7 @@ def test_primary_key_changing_update(spark, kafka, tmp_path, unique, split, engi
 
     # (A Spark-engine release of at most max_pending_events rows is merged from the driver's memory, as the driver
     # engine's batches: the driver's variants run that.)
-    run_job(spark, kafka, f"pk-{unique}", str(tmp_path), f"g-{unique}", engine=engine, run={"max_pending_events": 1})
+    run_job(spark, kafka, f"pk-{unique}", str(tmp_path), f"g-{unique}", engine=engine, **_spark_built_sources(engine))
 
     assert_table(spark, str(tmp_path), feed, "shop", "items", ITEMS_DDL)
     ids = sorted(r["id"] for r in table_frame(spark, str(tmp_path), "shop", "items").collect())
@@ -370,8 +370,8 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, store,
     # the product's own tables are beside them (on S3, in the same bucket); a replay under a new group
     # changes nothing and resurrects nothing. The Spark engine reads a release's staged rows once for all its
     # runs' MERGE sources (`StagingTable._rows_of_release`) and keeps none of them once the release is removed;
-    # here every release is larger than `run.max_pending_events` (1), which a release must not exceed to be
-    # merged from the driver's memory instead (`StagingTable._held_rows`: test_rows_waiting_... below).
+    # here every release of more than one row exceeds `run.max_pending_events` (1), which a release must not
+    # exceed to be merged from the driver's memory instead (`StagingTable._held_rows`: test_rows_waiting_...).
     feed = ddl_evolution(items_feed())
     topic = f"ddl-{unique}"
     from_memory = _sources_from_the_release(monkeypatch) if engine == "spark" else []
@@ -380,7 +380,7 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, store,
 
     def run(group: str):
         return (run_on_s3 if s3 else run_job)(spark, kafka, topic, target, group, engine=engine,
-                                               run={"max_pending_events": 1})
+                                               **_spark_built_sources(engine))
 
     publish(kafka, topic, feed.messages)
 
@@ -498,3 +498,9 @@ def _sources_held_in_memory(monkeypatch) -> list[int]:
 
     monkeypatch.setattr(StagingTable, "held_changes", recorded)
     return seen
+
+
+def _spark_built_sources(engine: str) -> dict:
+    """The job's settings under which the Spark engine builds each MERGE source with Spark (a release of more
+    than one row is not merged from the driver's memory); none for the driver engine (whose events would spill)."""
+    return {"run": {"max_pending_events": 1}} if engine == "spark" else {}

@@ -71,14 +71,13 @@ def test_the_setting_and_its_flag():
 @pytest.mark.parametrize(
     "sections, env",
     [({"run": {"mode": "continuous"}}, {}), ({"spark": {"quick_compiler_max_backlog": 0}}, {}),
-     ({"run": {"engine": "spark"}}, {}),
+     ({"run": {"mode": "continuous", "engine": "spark"}}, {}),
      ({}, {"DATABRICKS_RUNTIME_VERSION": "16.4"}), ({}, {"PYSPARK_GATEWAY_PORT": "4040"})],
-    ids=["continuous", "switched-off", "spark-engine", "databricks", "spark-submit"],
+    ids=["continuous", "switched-off", "spark-engine-continuous", "databricks", "spark-submit"],
 )
 def test_no_broker_is_asked_where_the_run_keeps_the_full_compiler(sections, env, monkeypatch):
-    # Expect: a continuous run, the setting at 0, the Spark engine (not measured on the quick compiler), or a
-    # session that is not the job's to start (Databricks, spark-submit) keep the full compiler, decided at once
-    # without Kafka (the broker is nowhere).
+    # Expect: a continuous run (of either engine), the setting at 0, or a session that is not the job's to start
+    # (Databricks, spark-submit) keep the full compiler, decided at once without Kafka (the broker is nowhere).
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert _answers_at_once(small_run, config.from_mapping({**NOWHERE, **sections})) is False
@@ -109,5 +108,8 @@ def test_the_two_checks_before_spark_starts_look_at_the_group_once():
     run = config.from_mapping(NOWHERE)
     assert nothing_new(run, looked) is False and small_run(run, looked) is True
     assert Source.looks == 1
+    # The Spark engine's short runs too (measured: docs/performance.md).
+    spark_run = config.from_mapping({**NOWHERE, "run": {"engine": "spark"}})
+    assert small_run(spark_run, LookedOnce(Source(), count=True)) is True
     at_end = type("AtEnd", (), {"position": lambda self, tag, count: GroupPosition(2, True, 0 if count else None)})()
     assert LookedOnce(at_end, count=False).committed_at_end("t") == 2

@@ -165,6 +165,12 @@ def test_a_small_releases_run_merges_its_rows_held_in_memory_as_the_driver_engin
     assert all(c.schema is FULL for c in changes)
     source = StagedChanges(ITEMS, Ordering.COMMIT_TS, [items]).net_changes((0, 2), AppliedPoint(ts=10))
     assert isinstance(source, SourceRows) and sorted(source.rows) == [(1, 5, False), (2, None, True), (3, 3, False)]
+    # Its history source likewise: per key a close at its first commitTs after the point and its states after it.
+    history = StagedChanges(ITEMS, Ordering.COMMIT_TS, [items]).history_rows((0, 2), AppliedPoint(ts=10))
+    assert isinstance(history, SourceRows) and sorted(history.rows, key=repr) == sorted([
+        (1, None, True, 11, None, False, None), (1, 5, False, 11, None, True, "UPDATE"),
+        (2, None, True, 11, None, False, None), (3, None, True, 11, None, False, None),
+        (3, 3, False, 11, None, True, "INSERT")], key=repr)
     # A release Spark merges (too large to hold): no rows held, the source is built by Spark.
     staging._forget_released_rows()
     assert staging.held_changes(items) is None
