@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ticdc_delta.apply.changes import UPSERTS, RowChanges, covers, key_signature, offsets_advanced
+from ticdc_delta.apply.changes import UPSERTS, RowChanges, key_signature, offsets_advanced
 from ticdc_delta.apply.merge_source import MergeSource, SourceFrame, SourceRows
 from ticdc_delta.apply.points import AppliedPoint
 from ticdc_delta.schema_cache.events import Ordering, SchemaChange, TableName, TableSchema, TopicPartition
@@ -125,25 +125,25 @@ class StagedChanges:
 
     def net_changes(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
         (run,) = self.runs  # one MERGE per run (`merges`)
-        held = self._held(run, prior)
-        if held is not None:
-            return held.net_changes(keep, prior) if held.events else SourceRows([])
-        return SourceFrame(run.staging.net_changes(run, run.schema, keep, self._after(prior)))
+        held = self._held(run)
+        if held is None:
+            return SourceFrame(run.staging.net_changes(run, run.schema, keep, self._after(prior)))
+        lacking = held.lacked_by(prior)
+        return lacking.net_changes(keep, prior) if lacking is not None else SourceRows([])
 
     def history_rows(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
         (run,) = self.runs
-        held = self._held(run, prior)
-        if held is not None:
-            return held.history_rows(keep, prior) if held.events else SourceRows([])
-        return SourceFrame(run.staging.history_source(run, keep, self._after(prior)))
-
-    def _held(self, run: StagedRun, prior: AppliedPoint | None) -> RowChanges | None:
-        """The run's rows a table at `prior` lacks, as the driver engine holds them, where its release was read into
-        the driver (a small one: `jobs.spark_engine.staging.StagingTable.held_changes`); None where it was not."""
-        held = run.staging.held_changes(run)
+        held = self._held(run)
         if held is None:
-            return None
-        return RowChanges(self.table, self.ordering, [row for row in held if not covers(prior, row, self.ordering)])
+            return SourceFrame(run.staging.history_source(run, keep, self._after(prior)))
+        lacking = held.lacked_by(prior)
+        return lacking.history_rows(keep, prior) if lacking is not None else SourceRows([])
+
+    def _held(self, run: StagedRun) -> RowChanges | None:
+        """The run's rows as the driver engine holds them, where its release was read into the driver (a small
+        one: `jobs.spark_engine.staging.StagingTable.held_changes`); None where it was not."""
+        held = run.staging.held_changes(run)
+        return None if held is None else RowChanges(self.table, self.ordering, held)
 
     def _after(self, prior: AppliedPoint | None) -> dict | None:
         """Which staged rows a table at `prior` lacks, as `jobs.spark_engine.staging` selects them."""
