@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from ticdc_delta.apply.collapse import collapse
+from ticdc_delta.apply.collapse import collapse_run
 from ticdc_delta.apply.history import history_source
 from ticdc_delta.apply.merge_source import MergeSource, SourceRows
 from ticdc_delta.apply.points import AppliedPoint
@@ -182,8 +182,8 @@ class RowChanges:
         return point_after(prior, self.events, through_ts, self.ordering)
 
     def net_changes(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
-        changes = collapse(self.events, by_commit_ts=self.ordering is Ordering.COMMIT_TS)
-        return SourceRows([(*_kept(change.values, keep), change.deleted) for change in changes])
+        changes, keys_new = collapse_run(self.events, by_commit_ts=self.ordering is Ordering.COMMIT_TS)
+        return SourceRows([(*_kept(change.values, keep), change.deleted) for change in changes], keys_new)
 
     def history_rows(self, keep: Sequence[int], prior: AppliedPoint | None) -> MergeSource:
         width = len(self.schema.columns)

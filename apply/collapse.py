@@ -36,16 +36,27 @@ _by_commit_ts = attrgetter("commit_ts")
 
 
 def collapse(rows: Sequence[RowChange], *, by_commit_ts: bool = True) -> list[NetChange]:
-    """The net change per key of `rows`, which must share one handle key.
+    """The net change per key of `rows`, which must share one handle key (`collapse_run`'s first half)."""
+    return collapse_run(rows, by_commit_ts=by_commit_ts)[0]
+
+
+def collapse_run(rows: Sequence[RowChange], *, by_commit_ts: bool = True) -> tuple[list[NetChange], bool]:
+    """The net change per key of `rows`, which must share one handle key, and whether every key is new.
 
     One pass in arrival order. The gate releases rows ordered by commitTs
     already; rows that are not (a caller's own list) are first put in that
     order, keeping arrival order within a commitTs. At one commitTs an upsert
     of a key beats a delete of it whatever their order: only a split UPDATE
     produces both. `by_commit_ts` False: the protocol's order is arrival order.
+
+    A key is new when its first change is an INSERT and no delete of it shares
+    that INSERT's commitTs (the other half of a split UPDATE: the key existed):
+    upstream lacked it just before, so a table applied through the point before
+    `rows` lacks it too. Always False in arrival order (a redelivered INSERT
+    there is not known by its position).
     """
     if not rows:
-        return []
+        return [], False
     if by_commit_ts and any(a.commit_ts > b.commit_ts for a, b in pairwise(rows)):
         rows = sorted(rows, key=_by_commit_ts)  # stable: arrival order within a commitTs
     key_of = itemgetter(*rows[0].schema.key_indexes())
@@ -53,13 +64,23 @@ def collapse(rows: Sequence[RowChange], *, by_commit_ts: bool = True) -> list[Ne
     final: dict[object, tuple[int, bool, tuple]] = {}
     get = final.get
     tie_rule = by_commit_ts
+    # While every key so far is new: key -> the commitTs of the INSERT that brought it.
+    born: dict[object, int] | None = {} if by_commit_ts else None
     for row in rows:
         op, ts = row.op, row.commit_ts
         if op is Op.INSERT or op is Op.UPSERT:
-            final[key_of(row.after)] = (ts, False, row.after)
+            key = key_of(row.after)
+            if born is not None and key not in born:
+                if op is Op.INSERT and key not in final:
+                    born[key] = ts
+                else:
+                    born = None
+            final[key] = (ts, False, row.after)
             continue
         if op is Op.UPDATE:
             old_key, new_key = key_of(row.before), key_of(row.after)
+            if born is not None and not (old_key in born and new_key in born):
+                born = None
             if old_key == new_key:
                 final[new_key] = (ts, False, row.after)
                 continue
@@ -68,8 +89,10 @@ def collapse(rows: Sequence[RowChange], *, by_commit_ts: bool = True) -> list[Ne
             final[new_key] = (ts, False, row.after)
         else:
             delete_key, delete_image = key_of(row.before), row.before
+            if born is not None and born.get(delete_key, ts) == ts:
+                born = None  # a key this run did not bring, or the delete half of a split UPDATE
         current = get(delete_key)
         if tie_rule and current is not None and current[0] == ts and not current[1]:
             continue  # the upsert half of a split update at this commitTs stands
         final[delete_key] = (ts, True, delete_image)
-    return [NetChange(deleted, image) for _, deleted, image in final.values()]
+    return [NetChange(deleted, image) for _, deleted, image in final.values()], born is not None

@@ -15,9 +15,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class SourceRows:
-    """Rows held in memory: per row the values of the table's columns (c0..), then the source's own columns."""
+    """Rows held in memory: per row the values of the table's columns (c0..), then the source's own columns.
+
+    `keys_new`: no key of these rows was upstream at the point they follow (`apply.collapse.collapse_run`), so a
+    table at that point holds none of them and they can be appended; where a protocol's INSERT means that is
+    the applier's to judge.
+    """
 
     rows: list[tuple]
+    keys_new: bool = False
 
     @staticmethod
     def of(changes: Iterable[NetChange]) -> SourceRows:

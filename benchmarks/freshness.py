@@ -32,7 +32,7 @@ from pathlib import Path
 
 from benchmarks import streams
 from benchmarks.measure import section
-from benchmarks.tables import check_tables, job_config, job_run, merged, one_row_each
+from benchmarks.tables import check_tables, job_config, job_run, merged, one_row_each, setting_value
 
 ROOT = Path(__file__).resolve().parent.parent
 _PARTITIONS = 3
@@ -49,13 +49,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--fresh-engine", default="driver", help="engine of the freshness section: driver or spark")
     parser.add_argument("--fresh-batch-seconds", type=float, default=5.0, help="the job's run.batch_max_seconds")
     parser.add_argument("--fresh-concurrency", type=int, default=8, help="the job's run.apply_concurrency")
+    parser.add_argument("--fresh-inserts-only", action="store_true",
+                        help="inserts of new keys only (an append-only changefeed) instead of inserts, updates, deletes")
+    parser.add_argument("--fresh-also", metavar="KEY=VALUE", action="append", default=[],
+                        help="another [run] setting of the job (e.g. append_new_keys=false)")
 
 
 class Upstream:
     """Transactions over `tables` tables with commitTs of the wall clock; remembers every change's commitTs per
     table and the rows each table ends with."""
 
-    def __init__(self, tables: int, seed: int = 7) -> None:
+    def __init__(self, tables: int, seed: int = 7, *, inserts_only: bool = False) -> None:
         from testbed.encoders.simple import SimpleJsonWriter
         from testbed.tables import table_schema
 
@@ -65,6 +69,7 @@ class Upstream:
         self._schemas = [table_schema(*name, table_id=n + 1, version=1, columns=streams.COLUMNS, primary_key=["id"])
                          for n, name in enumerate(self.tables)]
         self._keys = tables * _KEYS_PER_TABLE
+        self._inserts_only = inserts_only  # each transaction inserts keys never seen before
         self._live: dict[int, dict] = {}
         self._last_ts = 0
         self._n = 0
@@ -79,6 +84,8 @@ class Upstream:
 
     def transaction(self) -> list[tuple[int, bytes]]:
         commit_ts, out, keys = self._tso(), [], set()
+        if self._inserts_only:
+            keys = set(range(self._n, self._n + _TXN_ROWS))
         while len(keys) < _TXN_ROWS:
             keys.add(self._rng.randrange(self._keys))
         for key in sorted(keys):
@@ -145,11 +152,12 @@ def bench_freshness(args, lake) -> None:
     rate, n_tables, seconds, engine = args.fresh_rate, args.fresh_tables, args.fresh_seconds, args.fresh_engine
     section(f"freshness: {rate:,} row events/s over {n_tables} tables for {seconds}s against a --continuous job "
             f"({engine} engine, batch_max_seconds {args.fresh_batch_seconds:g}, apply_concurrency "
-            f"{args.fresh_concurrency})")
+            f"{args.fresh_concurrency}{', inserts of new keys only' if args.fresh_inserts_only else ''}"
+            f"{''.join(', ' + item for item in args.fresh_also)})")
     with tempfile.TemporaryDirectory(dir=lake.work) as scratch:
         work = Path(scratch)
         topic, target = f"fresh-{engine}-{n_tables}-{int(time.time())}", work / "lake"
-        upstream = Upstream(n_tables)
+        upstream = Upstream(n_tables, inserts_only=args.fresh_inserts_only)
         first = one_row_each(n_tables)  # creates the tables (keys above the measured stream's)
         lake.publish(topic, first)
         job_run(lake, topic, topic, target, engine, args.fresh_concurrency, work)
@@ -165,7 +173,8 @@ def bench_freshness(args, lake) -> None:
         send(upstream.bootstraps())
         producer.flush()
         config = job_config(lake, topic, topic, target, work, engine=engine,
-                            batch_max_seconds=args.fresh_batch_seconds, apply_concurrency=args.fresh_concurrency)
+                            batch_max_seconds=args.fresh_batch_seconds, apply_concurrency=args.fresh_concurrency,
+                            **{key: setting_value(value) for key, _, value in (item.partition("=") for item in args.fresh_also)})
         log = work / "continuous.log"
         with open(log, "wb") as out:
             job = subprocess.Popen(

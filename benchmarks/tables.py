@@ -12,6 +12,8 @@ memory (Python + JVM). Every table is then compared with the stream's model, row
 the same runs with `run.apply_concurrency = 1` (tables one after another), the way to see what overlapping
 them gains in one run of this script; `--table-also KEY=VALUE` the same with another [run] setting (e.g.
 `max_pending_events=1`: the Spark engine's MERGE sources built by Spark, not from the driver's memory).
+`--table-inserts-only` makes the stream inserts of new keys only (an append-only changefeed: each table's run
+is appended, `run.append_new_keys`; `--table-also append_new_keys=false` merges it as before).
 
 The floor: per N, the same rows merged by bare Delta MERGE statements (each table's final rows into a table
 holding one row), up to the job's concurrency at once on sessions of their own, in this script's warm session:
@@ -48,6 +50,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--table-counts", default="1,20,100,500", help="comma-separated table counts")
     parser.add_argument("--table-engines", default="driver,spark", help="comma-separated: driver, spark")
     parser.add_argument("--table-serial", action="store_true", help="also run each with run.apply_concurrency = 1")
+    parser.add_argument("--table-inserts-only", action="store_true",
+                        help="a stream of inserts of new keys only (an append-only changefeed) instead of the mixed one")
     parser.add_argument("--table-also", metavar="KEY=VALUE", action="append", default=[],
                         help="also run each engine with this [run] setting, or SECTION.KEY for another section "
                              "(a JSON value, else a string; repeatable, all at once), e.g. with --table-engines spark, "
@@ -159,7 +163,7 @@ def _floor(spark, work: Path, stream: streams.Stream, concurrency: int) -> float
     return time.perf_counter() - began
 
 
-def _setting(value: str) -> object:
+def setting_value(value: str) -> object:
     try:
         return json.loads(value)
     except ValueError:
@@ -170,13 +174,14 @@ def bench_tables(args, lake) -> None:
     counts = [int(n) for n in args.table_counts.split(",") if n.strip()]
     engines = [e.strip() for e in args.table_engines.split(",") if e.strip()]
     events = args.table_events
-    section(f"tables: {events:,} row events over N tables (existing), {_PARTITIONS} partitions, one batch, "
+    shape = "inserts of new keys" if args.table_inserts_only else "row events"
+    section(f"tables: {events:,} {shape} over N tables (existing), {_PARTITIONS} partitions, one batch, "
             "a job process per run")
     configurations = [(engine, 8, "", {}) for engine in engines]
     if args.table_serial:
         configurations += [(engine, 1, ", one table at a time", {}) for engine in engines]
     if args.table_also:
-        also = {key: _setting(value) for key, _, value in (item.partition("=") for item in args.table_also)}
+        also = {key: setting_value(value) for key, _, value in (item.partition("=") for item in args.table_also)}
         configurations += [(engine, 8, ", " + ", ".join(args.table_also), also) for engine in engines]
     with tempfile.TemporaryDirectory(dir=lake.work) as scratch:
         work = Path(scratch)
@@ -187,7 +192,7 @@ def bench_tables(args, lake) -> None:
                 topic, target = f"tables-{number}-{engine}-{concurrency}-{n}", work / f"lake-{number}-{n}"
                 first = one_row_each(n)
                 stream = streams.build(events, max(events // 10, n), tables=n, partitions=_PARTITIONS, seed=12,
-                                       first_commit_ts=streams.FIRST_COMMIT_TS << 1)
+                                       first_commit_ts=streams.FIRST_COMMIT_TS << 1, inserts_only=args.table_inserts_only)
                 lake.publish(topic, first)
                 job_run(lake, topic, topic, target, engine, concurrency, work, settings=settings)
                 lake.publish(topic, stream)

@@ -129,6 +129,9 @@ class RunConfig:
     # until-idle: a run whose consumer's last commits (this target's) are the end of every partition has
     # nothing to read, and ends before starting Spark (jobs.caught_up).
     skip_when_caught_up: bool = True
+    # A table's run whose every key is new to it (the protocol's INSERT says so, and the table is upstream's as
+    # of a recorded point) is appended instead of merged: no join, a fraction of a MERGE's cost.
+    append_new_keys: bool = True
 
     def __post_init__(self) -> None:
         require_choice("run.mode", self.mode, RUN_MODES)
@@ -139,6 +142,7 @@ class RunConfig:
         require_positive("run.max_pending_events", self.max_pending_events)
         require_positive("run.lease_seconds", self.lease_seconds)
         require_bool("run.skip_when_caught_up", self.skip_when_caught_up)
+        require_bool("run.append_new_keys", self.append_new_keys)
         if not isinstance(self.apply_concurrency, int) or isinstance(self.apply_concurrency, bool) or self.apply_concurrency < 1:
             raise ConfigError(f"run.apply_concurrency: must be a whole number of at least 1, got {self.apply_concurrency!r}")
         if self.lease_seconds < MIN_LEASE_SECONDS:

@@ -179,6 +179,7 @@ class Pipeline:
                 registry=TableRegistry(sql, locator, config.kafka.group_id),
                 history=config.history.choice(),
                 concurrency=run.apply_concurrency,
+                inserts_are_new=decoder.inserts_are_new and run.append_new_keys,
             ),
             checkpoints=CheckpointStore(sql, locator, Retention(config.checkpoint.keep, config.checkpoint.cleanup_every)),
             dead_letters=DeadLetterTable(sql, locator, config.kafka.group_id),
@@ -294,14 +295,16 @@ class Pipeline:
         result.dead_letters += len(errors)
         if messages or summary:
             log.info(
-                "round %d (checkpoint %d): %d messages, %d released, %d rows merged into %d tables, %d DDL, %d replays skipped, "
-                "%d dead letters, %d waiting; watermarks %s",
+                "round %d (checkpoint %d): %d messages, %d released, %d rows merged into %d tables (%d of %d runs appended), "
+                "%d DDL, %d replays skipped, %d dead letters, %d waiting; watermarks %s",
                 result.batches,
                 self._batch,
                 len(messages),
                 released_count,
                 sum(summary.merged_rows.values()),
                 len(summary.merged_rows),
+                summary.appends,
+                summary.merges,
                 summary.schema_changes,
                 summary.skipped_replays,
                 len(errors),

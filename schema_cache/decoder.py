@@ -24,6 +24,9 @@ class Decoder(Protocol):
     """
 
     ordering: Ordering
+    # Whether an INSERT is always of a key upstream lacked just before it (not where an update may come as an
+    # insert: Open Protocol without old values). The applier then appends a run of new keys instead of merging it.
+    inserts_are_new: bool
 
     def decode(self, message: RawMessage) -> list[Event]: ...
 

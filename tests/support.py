@@ -147,7 +147,10 @@ def table_version(spark, target: str, database: str, table: str) -> int:
 
 
 def applier_for(
-    sql: SqlSession, locator: TableLocator, ordering: Ordering = Ordering.COMMIT_TS, *, table_features: str = COMPATIBLE
+    sql: SqlSession, locator: TableLocator, ordering: Ordering = Ordering.COMMIT_TS, *, table_features: str = COMPATIBLE,
+    inserts_are_new: bool = False,
 ) -> Applier:
-    """The applier the job builds, on `sql`, for tests that drive apply/ directly."""
-    return Applier(DeltaWriter(sql, locator, table_features=table_features), Tombstones(sql, locator), ordering)
+    """The applier the job builds, on `sql`, for tests that drive apply/ directly (`inserts_are_new`: as for
+    Simple, Canal-JSON or Debezium; False: as for Open Protocol)."""
+    return Applier(DeltaWriter(sql, locator, table_features=table_features), Tombstones(sql, locator), ordering,
+                   inserts_are_new=inserts_are_new)

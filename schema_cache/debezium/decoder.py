@@ -80,6 +80,10 @@ _WITH_EXTENSION = DebeziumOptions(enable_tidb_extension=True)
 
 
 class DebeziumDecoder(Parking):
+    # Debezium's own connectors' `r` (a snapshot's row) is read as an INSERT: they are ordered by offset, where
+    # the applier never appends.
+    inserts_are_new = True
+
     def __init__(self, options: DebeziumOptions = _WITH_EXTENSION, types: TypeOptions = DEFAULT_OPTIONS, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.ordering = options.ordering

@@ -125,6 +125,7 @@ def open_value(column: ColumnCodec, context: ValueContext) -> Converter:
 
 class OpenProtocolDecoder(SelfDescribing):
     ordering = events.Ordering.COMMIT_TS  # resolved events are sent to every partition
+    inserts_are_new = False  # without old values an update comes as `u` alone, read as an INSERT
 
     def __init__(self, options: OpenProtocolOptions = OpenProtocolOptions(), types: TypeOptions = DEFAULT_OPTIONS) -> None:
         self._context = ValueContext(types, options.timestamp_zone)

@@ -54,6 +54,7 @@ class SimpleDecoder(Parking):
     """Decodes Simple protocol messages (JSON or Avro encoding) into events."""
 
     ordering = events.Ordering.COMMIT_TS
+    inserts_are_new = True  # an update is UPDATE, or DELETE + INSERT at one commitTs when TiCDC splits it
 
     def __init__(
         self,

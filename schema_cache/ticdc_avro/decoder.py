@@ -74,6 +74,7 @@ def _typed_key(schema: events.TableSchema) -> list[tuple[str, str]]:
 
 class TiCDCAvroDecoder(SelfDescribing):
     ordering = events.Ordering.OFFSET
+    inserts_are_new = False  # offset order: a redelivered INSERT is not known by its position
 
     def __init__(self, options: AvroOptions, types: TypeOptions, registry: SchemaRegistry) -> None:
         self._registry = registry

@@ -240,3 +240,52 @@ def test_a_batch_into_a_table_known_empty_is_appended_and_later_ones_merged(sql,
     history = spark.sql(f"DESCRIBE HISTORY {name}").collect()
     assert [r["operation"] for r in history] == ["MERGE", "WRITE", "CREATE TABLE"]
     assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=13))
+
+
+def test_a_run_of_keys_new_to_a_table_with_a_point_is_appended_and_ends_as_a_merge_would(sql, spark, tmp_path):
+    # Setup: a table applied through 11 holding 1 and 2, read by a new job (nothing known of its rows). A batch of
+    # new keys only (3 inserted then updated, 4 inserted then deleted, 5) with INSERT meaning a new key (Simple):
+    # expect one append (WRITE) holding 3 and 5 as last seen, its point recorded; the same batch again: a
+    # replay, nothing written. Then key 1's update split as INSERT + DELETE at one commitTs (the INSERT half
+    # first) and key 6: a MERGE, one row of 1. The Open Protocol's INSERT (an update without old values
+    # looks alike) merges a batch of new keys.
+    locator = PathLocator(str(tmp_path))
+    at = Position("topic", 0, 0)
+    applier_for(sql, locator).apply(
+        [
+            SchemaChange(T, 10, SchemaChangeKind.CREATE, SCHEMA, at),
+            RowChange(T, 11, Op.INSERT, None, (1, "a"), SCHEMA, at),
+            RowChange(T, 11, Op.INSERT, None, (2, "b"), SCHEMA, at),
+        ],
+        {"topic": 11},
+    )
+    name = locator.sql_name(T)
+    new_keys = [
+        RowChange(T, 12, Op.INSERT, None, (3, "c"), SCHEMA, at),
+        RowChange(T, 12, Op.INSERT, None, (4, "d"), SCHEMA, at),
+        RowChange(T, 13, Op.UPDATE, (3, None), (3, "C"), SCHEMA, at),
+        RowChange(T, 13, Op.DELETE, (4, None), None, SCHEMA, at),
+        RowChange(T, 13, Op.INSERT, None, (5, "e"), SCHEMA, at),
+    ]
+    applier = applier_for(sql, locator, inserts_are_new=True)
+    assert applier.apply(new_keys, {"topic": 13}).appends == 1
+    assert sorted(tuple(r) for r in spark.table(name).collect()) == [(1, "a"), (2, "b"), (3, "C"), (5, "e")]
+    assert spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["operation"] == "WRITE"
+    assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=13))
+    appended = versions(spark, name)
+    replayed = applier_for(sql, locator, inserts_are_new=True).apply(new_keys, {"topic": 13})
+    assert (replayed.merges, replayed.skipped_replays) == (0, len(new_keys))
+    assert versions(spark, name) == appended
+
+    split = [
+        RowChange(T, 14, Op.INSERT, None, (1, "A"), SCHEMA, at),
+        RowChange(T, 14, Op.DELETE, (1, None), None, SCHEMA, at),
+        RowChange(T, 14, Op.INSERT, None, (6, "f"), SCHEMA, at),
+    ]
+    assert applier.apply(split, {"topic": 14}).appends == 0
+    assert sorted(tuple(r) for r in spark.table(name).collect()) == [(1, "A"), (2, "b"), (3, "C"), (5, "e"), (6, "f")]
+    assert spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["operation"] == "MERGE"
+
+    open_protocol = applier_for(sql, locator).apply([RowChange(T, 15, Op.INSERT, None, (7, "g"), SCHEMA, at)], {"topic": 15})
+    assert (open_protocol.merges, open_protocol.appends) == (1, 0)
+    assert spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["operation"] == "MERGE"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ticdc_delta.apply.collapse import NetChange, collapse
+from ticdc_delta.apply.collapse import NetChange, collapse, collapse_run
 from ticdc_delta.schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema
 
 T = TableName("db", "t")
@@ -109,3 +109,41 @@ def test_arrival_order_for_offset_ordered_protocols():
     ]
     by_key = {c.values[0]: c for c in collapse(rows, by_commit_ts=False)}
     assert by_key == {1: NetChange(True, (1, None)), 2: NetChange(False, (2, "c"))}
+
+
+@pytest.mark.parametrize(
+    "label, rows, new",
+    [
+        ("inserts of distinct keys", [change(1, Op.INSERT, after=(1, "a")), change(2, Op.INSERT, after=(2, "b"))], True),
+        (
+            "inserted, updated, deleted and inserted again within the run",
+            [
+                change(1, Op.INSERT, after=(1, "a")),
+                change(2, Op.UPDATE, (1, "a"), (1, "b")),
+                change(3, Op.DELETE, before=(1, "b")),
+                change(4, Op.INSERT, after=(1, "c")),
+            ],
+            True,
+        ),
+        ("a redelivered insert", [change(1, Op.INSERT, after=(1, "a")), change(1, Op.INSERT, after=(1, "a"))], True),
+        ("out of arrival order", [change(3, Op.DELETE, before=(1, "a")), change(2, Op.INSERT, after=(1, "a"))], True),
+        ("an update of a key not inserted here", [change(1, Op.INSERT, after=(1, "a")), change(2, Op.UPDATE, (2, "x"), (2, "b"))], False),
+        ("a delete of a key not inserted here", [change(1, Op.INSERT, after=(1, "a")), change(2, Op.DELETE, before=(2, "x"))], False),
+        ("an upsert (insert or update)", [change(1, Op.UPSERT, after=(1, "a"))], False),
+        (
+            "one key's split update, INSERT half first: the key existed",
+            [change(5, Op.INSERT, after=(1, "new")), change(5, Op.DELETE, before=(1, "old"))],
+            False,
+        ),
+        (
+            "a key change split as DELETE + INSERT: the old key existed",
+            [change(5, Op.INSERT, after=(2, "a")), change(5, Op.DELETE, before=(1, "a"))],
+            False,
+        ),
+        ("a key-changing UPDATE", [change(1, Op.INSERT, after=(1, "a")), change(2, Op.UPDATE, (1, "a"), (2, "a"))], False),
+    ],
+)
+def test_a_run_is_known_to_bring_only_new_keys_when_each_key_begins_with_an_insert(label, rows, new):
+    assert collapse_run(rows)[1] is new, label
+    assert collapse_run(rows)[0] == collapse(rows)
+    assert collapse_run(rows, by_commit_ts=False)[1] is False  # arrival order: never known
