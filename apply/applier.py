@@ -362,7 +362,9 @@ class Applier:
             point = part.point_after(state.point, through)
             with self._times.phase("collapse"):
                 source = part.net_changes(keep, state.point)
-            appended = self._appendable(state, source)
+            # Not past `through` (a flush before a structure change): a point short of the rows would let a
+            # replay append them again.
+            appended = self._appendable(state, source) and (through is None or part.max_commit_ts <= through)
             self._writer.merge(table, _projected(part.schema, keep), source, point, into_empty=state.empty or appended,
                                note=self._first_ts(part.min_commit_ts))
             appends += int(appended)
@@ -433,11 +435,14 @@ class Applier:
             held = through if through is not None else held
 
     def _appendable(self, state: _TableState, source: MergeSource) -> bool:
-        """Whether `source` can be appended to the table instead of merged: an INSERT of this protocol means its
-        key was not upstream, every key of `source` came by one (`SourceRows.keys_new`), and the table is upstream's
-        as of a recorded point (a table without one may hold rows of its own). Rows only, with no join: a fifth to
-        a sixth of a small MERGE's CPU here (docs/performance.md); the same rows in the table as a MERGE leaves."""
-        return self._inserts_are_new and state.point is not None and isinstance(source, SourceRows) and source.keys_new
+        """Whether `source` can be appended to the table instead of merged (`run.append_new_keys`): an INSERT of
+        this protocol means its key was not upstream, every key of `source` came by one (`SourceRows.keys_new`),
+        and the table is upstream's as of a recorded commitTs (a table without one may hold rows of its own).
+        Rows only, with no join: a fraction of a small MERGE's CPU (docs/performance.md), the rows a MERGE
+        leaves, as long as the table holds no key upstream removed (docs/guarantees.md)."""
+        point = state.point
+        return (self._inserts_are_new and point is not None and point.ts is not None and not point.offsets
+                and isinstance(source, SourceRows) and source.keys_new)
 
     def _first_ts(self, commit_ts: int) -> dict | None:
         """The note saying the commit holds no change before `commit_ts` (commitTs ordering): the version before

@@ -130,8 +130,10 @@ class RunConfig:
     # nothing to read, and ends before starting Spark (jobs.caught_up).
     skip_when_caught_up: bool = True
     # A table's run whose every key is new to it (the protocol's INSERT says so, and the table is upstream's as
-    # of a recorded point) is appended instead of merged: no join, a fraction of a MERGE's cost.
-    append_new_keys: bool = True
+    # of a recorded point) is appended instead of merged: no join, a fraction of a MERGE's cost. Off by default:
+    # a table still holding a key upstream removed (partition DDL, an event filter dropping deletes, a hand
+    # edit) would then hold it twice, where a MERGE overwrites it.
+    append_new_keys: bool = False
 
     def __post_init__(self) -> None:
         require_choice("run.mode", self.mode, RUN_MODES)
@@ -258,6 +260,11 @@ class Config:
             raise ConfigError(
                 "types.json: 'variant' needs target.table_features = 'full' (non-Spark readers cannot read "
                 "VARIANT columns); with 'compatible' tables use 'string'"
+            )
+        if self.run.append_new_keys and self.policy.on_bad_message == "dead-letter":
+            raise ConfigError(
+                "run.append_new_keys: a dead-lettered DELETE leaves a row upstream removed, which an append of its key "
+                "would hold twice; use policy.on_bad_message = 'fail' with it, or turn run.append_new_keys off"
             )
         if self.history.tables and isinstance(self.protocol, AvroOptions):
             raise ConfigError(

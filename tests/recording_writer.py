@@ -29,6 +29,7 @@ class RecordingWriter:
         self.calls: list[tuple] = []
         self.crash_on: tuple[str, int] | None = None  # (call, n-th): raise Crash after it
         self.evolved: list[tuple] = []  # (table, column names, options)
+        self.appended: list[TableName] = []  # tables whose changes were appended (`into_empty`), not merged
 
     def _did(self, *call) -> None:
         self.calls.append(call)
@@ -65,6 +66,8 @@ class RecordingWriter:
         return False
 
     def merge(self, table, schema, source, point, **options):
+        if options.get("into_empty"):
+            self.appended.append(table)
         self._mark(table, point)
         self._did("merge", table, point, _count(source))
 

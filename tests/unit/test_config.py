@@ -114,6 +114,9 @@ def test_comma_separated_topics_from_the_command_line():
         ({**MINIMAL, "protocol": {"name": "open-protocol", "large_message_compression": "zstd"}},
          r"protocol.large_message_compression: 'zstd' is not allowed; allowed: none, lz4, snappy"),
         ({**MINIMAL, "registry": {"url": "ftp://r"}}, r"registry.url: 'ftp://r' must be an http:// or https:// URL"),
+        ({**MINIMAL, "run": {"append_new_keys": True}, "policy": {"on_bad_message": "dead-letter"}},
+         r"run.append_new_keys: a dead-lettered DELETE .* use policy.on_bad_message = 'fail' with it"),
+        ({**MINIMAL, "run": {"append_new_keys": "yes"}}, r"run.append_new_keys: "),
     ],
 )
 def test_bad_config_names_key_and_allowed_values(values, message):

@@ -165,6 +165,10 @@ def test_a_small_releases_run_merges_its_rows_held_in_memory_as_the_driver_engin
     assert all(c.schema is FULL for c in changes)
     source = StagedChanges(ITEMS, Ordering.COMMIT_TS, [items]).net_changes((0, 2), AppliedPoint(ts=10))
     assert isinstance(source, SourceRows) and sorted(source.rows) == [(1, 5, False), (2, None, True), (3, 3, False)]
+    # Key 1's first change after 10 is an UPDATE: not every key is new. After 9, each key's first change is an
+    # INSERT: the source says so (the applier may append it, `run.append_new_keys`).
+    assert source.keys_new is False
+    assert StagedChanges(ITEMS, Ordering.COMMIT_TS, [items]).net_changes((0, 2), AppliedPoint(ts=9)).keys_new is True
     # Its history source likewise: per key a close at its first commitTs after the point and its states after it.
     history = StagedChanges(ITEMS, Ordering.COMMIT_TS, [items]).history_rows((0, 2), AppliedPoint(ts=10))
     assert isinstance(history, SourceRows) and sorted(history.rows, key=repr) == sorted([
