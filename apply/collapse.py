@@ -51,9 +51,10 @@ def collapse_run(rows: Sequence[RowChange], *, by_commit_ts: bool = True) -> tup
 
     A key is new when its first change is an INSERT and no delete of it shares
     that INSERT's commitTs (the other half of a split UPDATE: the key existed):
-    upstream lacked it just before, so a table applied through the point before
-    `rows` lacks it too. Always False in arrival order (a redelivered INSERT
-    there is not known by its position).
+    upstream lacked it just before, so a table equal to upstream at the point
+    before `rows` lacks it too (docs/guarantees.md says where a table may not
+    be). Always False in arrival order (a redelivered INSERT there is not
+    known by its position).
     """
     if not rows:
         return [], False

@@ -295,7 +295,7 @@ class Pipeline:
         result.dead_letters += len(errors)
         if messages or summary:
             log.info(
-                "round %d (checkpoint %d): %d messages, %d released, %d rows merged into %d tables (%d of %d runs appended), "
+                "round %d (checkpoint %d): %d messages, %d released, %d rows merged into %d tables (%d runs appended), "
                 "%d DDL, %d replays skipped, %d dead letters, %d waiting; watermarks %s",
                 result.batches,
                 self._batch,
@@ -304,7 +304,6 @@ class Pipeline:
                 sum(summary.merged_rows.values()),
                 len(summary.merged_rows),
                 summary.appends,
-                summary.merges,
                 summary.schema_changes,
                 summary.skipped_replays,
                 len(errors),
