@@ -440,8 +440,7 @@ class Applier:
         and the table is upstream's as of a recorded commitTs (a table without one may hold rows of its own).
         Rows only, with no join: a fraction of a small MERGE's CPU (docs/performance.md), the rows a MERGE
         leaves, as long as the table holds no key upstream removed (docs/guarantees.md)."""
-        point = state.point
-        return (self._inserts_are_new and point is not None and point.ts is not None and not point.offsets
+        return (self._inserts_are_new and state.point is not None and state.point.through_ts is not None
                 and isinstance(source, SourceRows) and source.keys_new)
 
     def _first_ts(self, commit_ts: int) -> dict | None:

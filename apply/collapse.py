@@ -72,7 +72,8 @@ def collapse_run(rows: Sequence[RowChange], *, by_commit_ts: bool = True) -> tup
         if op is Op.INSERT or op is Op.UPSERT:
             key = key_of(row.after)
             if born is not None and key not in born:
-                if op is Op.INSERT and key not in final:
+                # (While `born` holds, every key seen is in it: a key it lacks is seen first here.)
+                if op is Op.INSERT:
                     born[key] = ts
                 else:
                     born = None

@@ -425,7 +425,7 @@ class DeltaWriter:
         # Delta's idempotent writes need one number that grows with every MERGE:
         # the commitTs. Offset points (several partitions; their `ts` is only the
         # newest DDL) rely on the applier's replay check alone.
-        txn = (APP_ID, point.ts) if idempotent and point.ts is not None and not point.offsets else None
+        txn = (APP_ID, point.through_ts) if idempotent and point.through_ts is not None else None
         with self._times.phase("merge"):
             build = insert_sql if into_empty else merge_sql
             statement = build(self._name(table), schema, source)
@@ -462,7 +462,7 @@ class DeltaWriter:
                               note: Mapping[str, object] | None) -> None:
         values = [_source_value(i, c) for i, c in enumerate(schema.columns)]
         statement = history_sql.merge_sql(self._name(history), schema.column_names(), schema.key, values, source, quote)
-        txn = (APP_ID, point.ts) if point.ts is not None and not point.offsets else None
+        txn = (APP_ID, point.through_ts) if point.through_ts is not None else None
         with self._times.phase("merge"):
             self._sql.run(statement, commit_tags(point, txn=txn, note=note), what=f"merge {history}")
 

@@ -26,6 +26,12 @@ class AppliedPoint:
     def at_offsets(offsets: Mapping[TopicPartition, int], ddl_ts: int | None = None) -> AppliedPoint:
         return AppliedPoint(ts=ddl_ts, offsets=tuple(sorted(offsets.items())))
 
+    @property
+    def through_ts(self) -> int | None:
+        """The commitTs through which the table holds everything (None: an offsets point, whose `ts` is only its
+        newest DDL's)."""
+        return None if self.offsets else self.ts
+
     def offset_map(self) -> dict[TopicPartition, int]:
         return dict(self.offsets)
 

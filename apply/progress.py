@@ -147,7 +147,7 @@ class AppliedVersion:
     @property
     def applied_ts(self) -> int | None:
         """The upstream commitTs through which this version holds everything (commitTs ordering)."""
-        return None if self.point is None or self.point.offsets else self.point.ts
+        return None if self.point is None else self.point.through_ts
 
     @property
     def complete(self) -> bool:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from benchmarks import streams
 from benchmarks.measure import section
-from benchmarks.tables import check_tables, job_config, job_run, merged, one_row_each, setting_value
+from benchmarks.tables import check_tables, job_config, job_run, merged, one_row_each, settings_of
 
 ROOT = Path(__file__).resolve().parent.parent
 _PARTITIONS = 3
@@ -174,7 +174,7 @@ def bench_freshness(args, lake) -> None:
         producer.flush()
         config = job_config(lake, topic, topic, target, work, engine=engine,
                             batch_max_seconds=args.fresh_batch_seconds, apply_concurrency=args.fresh_concurrency,
-                            **{key: setting_value(value) for key, _, value in (item.partition("=") for item in args.fresh_also)})
+                            **settings_of(args.fresh_also))
         log = work / "continuous.log"
         with open(log, "wb") as out:
             job = subprocess.Popen(

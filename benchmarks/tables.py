@@ -163,7 +163,12 @@ def _floor(spark, work: Path, stream: streams.Stream, concurrency: int) -> float
     return time.perf_counter() - began
 
 
-def setting_value(value: str) -> object:
+def settings_of(items: list[str]) -> dict[str, object]:
+    """`KEY=VALUE` items of the command line as job settings: a JSON value, else a string."""
+    return {key: _setting_value(value) for key, _, value in (item.partition("=") for item in items)}
+
+
+def _setting_value(value: str) -> object:
     try:
         return json.loads(value)
     except ValueError:
@@ -181,7 +186,7 @@ def bench_tables(args, lake) -> None:
     if args.table_serial:
         configurations += [(engine, 1, ", one table at a time", {}) for engine in engines]
     if args.table_also:
-        also = {key: setting_value(value) for key, _, value in (item.partition("=") for item in args.table_also)}
+        also = settings_of(args.table_also)
         configurations += [(engine, 8, ", " + ", ".join(args.table_also), also) for engine in engines]
     with tempfile.TemporaryDirectory(dir=lake.work) as scratch:
         work = Path(scratch)
