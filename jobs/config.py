@@ -57,6 +57,8 @@ class KafkaConfig:
     java_properties: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "properties", settings_table("kafka.properties", self.properties))
+        object.__setattr__(self, "java_properties", settings_table("kafka.java_properties", self.java_properties))
         if isinstance(self.topics, str):
             object.__setattr__(self, "topics", tuple(t for t in self.topics.split(",") if t))
         object.__setattr__(self, "topics", tuple(self.topics))
@@ -213,6 +215,22 @@ class HistoryConfig:
         return HistoryChoice(self.tables, self.database_suffix)
 
 
+def settings_table(key: str, value: object) -> dict[str, str]:
+    """A passthrough table of settings (librdkafka's, Spark's) as the strings their clients take: TOML's
+    numbers and booleans written as those clients spell them; a nested table or a list is refused."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key}: must be a table of settings (name = value), got {type(value).__name__}")
+    settings = {}
+    for name, setting in value.items():
+        if isinstance(setting, bool):
+            settings[name] = "true" if setting else "false"
+        elif isinstance(setting, (str, int, float)):
+            settings[name] = str(setting)
+        else:
+            raise ConfigError(f"{key}.{name}: must be a string, number or boolean, got {type(setting).__name__}")
+    return settings
+
+
 def _require_count(key: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{key}: must be a whole number of at least 1, got {value!r}")
@@ -232,6 +250,7 @@ class SparkConfig:
     class_data_sharing: bool = True
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "conf", settings_table("spark.conf", self.conf))
         value = self.quick_compiler_max_backlog
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"spark.quick_compiler_max_backlog: must be a whole number of at least 0, got {value!r}")

@@ -117,11 +117,23 @@ def test_comma_separated_topics_from_the_command_line():
         ({**MINIMAL, "run": {"append_new_keys": True}, "policy": {"on_bad_message": "dead-letter"}},
          r"run.append_new_keys: a dead-lettered DELETE .* use policy.on_bad_message = 'fail' with it"),
         ({**MINIMAL, "run": {"append_new_keys": "yes"}}, r"run.append_new_keys: "),
+        # Passthrough settings: a table of scalars (a string once read as an "unexpected error").
+        ({**MINIMAL, "spark": {"conf": "{}"}}, r"spark.conf: must be a table of settings \(name = value\), got str"),
+        ({**MINIMAL, "spark": {"conf": {"spark.x": {"y": 1}}}}, r"spark.conf.spark.x: must be a string, number or boolean, got dict"),
+        ({**MINIMAL, "kafka": {"topics": ["a"], "properties": ["a"]}}, r"kafka.properties: must be a table of settings"),
+        ({**MINIMAL, "kafka": {"topics": ["a"], "java_properties": {"x": [1]}}}, r"kafka.java_properties.x: must be a string, number or boolean, got list"),
     ],
 )
 def test_bad_config_names_key_and_allowed_values(values, message):
     with pytest.raises(ConfigError, match=message):
         config.from_mapping(values)
+
+
+def test_passthrough_settings_are_strings_as_their_clients_spell_them():
+    loaded = config.from_mapping({**MINIMAL, "spark": {"conf": {"a": 2, "b": True, "c": False, "d": 0.5, "e": "x"}},
+                                  "kafka": {"topics": ["a"], "properties": {"fetch.wait.max.ms": 50}}})
+    assert loaded.spark.conf == {"a": "2", "b": "true", "c": "false", "d": "0.5", "e": "x"}
+    assert loaded.kafka.properties == {"fetch.wait.max.ms": "50"}
 
 
 def test_unreadable_and_invalid_files(tmp_path):
