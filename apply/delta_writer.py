@@ -21,7 +21,7 @@ from ticdc_delta.apply.merge_source import MergeSource, SourceRows
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.points import AppliedPoint, PendingBackfill, TableProgress
 from ticdc_delta.apply.progress import APP_ID, commit_tags, read_progress
-from ticdc_delta.apply.sql_session import SqlSession, spark_version
+from ticdc_delta.apply.sql_session import INTERPRETED_EXPRESSIONS, SqlSession, spark_version
 from ticdc_delta.apply.table_features import COMPATIBLE, SETTINGS, TableLayout
 from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
 
@@ -44,8 +44,9 @@ def _source_column(i: int) -> str:
 # joined by broadcast with nothing for adaptive execution to re-plan, which would run each of the MERGE's
 # query stages as a Spark job of its own: a small MERGE then takes 5 Spark jobs, not 12 (Delta 4.4), as a batch
 # over many tables makes many (docs/performance.md: on two busy cores their CPU, more than their number, costs).
+# Its expressions are interpreted: compiling them costs more than evaluating them on that few rows.
 _IN_MEMORY_SOURCE = {"spark.databricks.delta.merge.materializeSource": "none"}
-_SMALL_IN_MEMORY_SOURCE = {**_IN_MEMORY_SOURCE, "spark.sql.adaptive.enabled": "false"}
+SMALL_IN_MEMORY_SOURCE = {**_IN_MEMORY_SOURCE, "spark.sql.adaptive.enabled": "false", **INTERPRETED_EXPRESSIONS}
 _SMALL_SOURCE_ROWS = 10_000
 
 # Spark types a DataFrame cannot carry from Python values: the source column
@@ -414,7 +415,7 @@ class DeltaWriter:
             with self._times.phase("source_build"):
                 if isinstance(source, SourceRows):
                     small = len(source.rows) <= _SMALL_SOURCE_ROWS
-                    scope.enter_context(self._sql.settings(_SMALL_IN_MEMORY_SOURCE if small else _IN_MEMORY_SOURCE))
+                    scope.enter_context(self._sql.settings(SMALL_IN_MEMORY_SOURCE if small else _IN_MEMORY_SOURCE))
                     view = scope.enter_context(self._sql.view(source.rows, schema))
                 else:
                     view = scope.enter_context(self._sql.frame_view(source.frame))

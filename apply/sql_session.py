@@ -47,6 +47,13 @@ TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _TAG_KEYS = (USER_METADATA, TXN_APP_ID, TXN_VERSION)
 
+# Spark's expressions interpreted instead of compiled. Each Delta statement plans its projections anew
+# (over Delta's wide log schema too), and generating their code, then compiling it with Janino and the
+# JVM's compilers, costs more than evaluating it on a few thousand rows: a short run's session (`jobs.session`)
+# and a small MERGE's statement use it (docs/performance.md has both measured). `factoryMode` is Spark's
+# internal switch, which its own suites run both ways; results are the same, and the product's tests run on it.
+INTERPRETED_EXPRESSIONS = {"spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.codegen.wholeStage": "false"}
+
 _CONFLICT_ATTEMPTS = 5
 
 # Spark 3.x refuses by default (EXCEPTION) to write dates before 1582-10-15 and timestamps before

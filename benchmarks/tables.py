@@ -12,12 +12,14 @@ memory (Python + JVM). Every table is then compared with the stream's model, row
 the same runs with `run.apply_concurrency = 1` (tables one after another), the way to see what overlapping
 them gains in one run of this script; `--table-also KEY=VALUE` the same with another [run] setting (e.g.
 `max_pending_events=1`: the Spark engine's MERGE sources built by Spark, not from the driver's memory).
-`--table-inserts-only` makes the stream inserts of new keys only (an append-only changefeed: each table's run
-is appended, `run.append_new_keys`; `--table-also append_new_keys=false` merges it as before).
+`--table-inserts-only` makes the stream inserts of new keys only (an append-only changefeed; with
+`--table-also append_new_keys=true` each table's run is appended instead of merged, `run.append_new_keys`).
 
 The floor: per N, the same rows merged by bare Delta MERGE statements (each table's final rows into a table
-holding one row), up to the job's concurrency at once on sessions of their own, in this script's warm session:
-what N tables' commits cost here without the product (no history read, no job tables, no decoding). Its
+holding one row), up to the job's concurrency at once on sessions of their own, in this script's warm session,
+with the settings the job's MERGE of a small in-memory source has (`SMALL_IN_MEMORY_SOURCE`: no copy of the
+source, no adaptive execution, expressions interpreted): what N tables' commits cost here without the product
+(no history read, no job tables, no decoding). Its
 marginal cost per table is the floor the product's marginal cost is held against.
 """
 
@@ -38,6 +40,7 @@ from pathlib import Path
 
 from benchmarks import streams
 from benchmarks.measure import descendants, rss_kib, section
+from ticdc_delta.apply.delta_writer import SMALL_IN_MEMORY_SOURCE
 
 ROOT = Path(__file__).resolve().parent.parent
 _LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (\w+) (\S+): (.*)$")
@@ -151,8 +154,11 @@ def _floor(spark, work: Path, stream: streams.Stream, concurrency: int) -> float
 
     def merge(item) -> None:
         table, path = item
-        session = getattr(local, "session", None) or spark.newSession()
-        local.session = session
+        session = getattr(local, "session", None)
+        if session is None:
+            session = local.session = spark.newSession()
+            for key, value in SMALL_IN_MEMORY_SOURCE.items():
+                session.conf.set(key, value)
         session.createDataFrame(list(stream.rows[table].values()), streams.SPARK_SCHEMA).createOrReplaceTempView("s")
         session.sql(f"MERGE INTO delta.`{path}` AS t USING s ON t.id = s.id "
                     "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")

@@ -185,3 +185,24 @@ def test_no_class_archive_where_a_folder_with_files_is_on_the_class_path(monkeyp
     assert session._class_archive([], {}) is None
     monkeypatch.delenv("HADOOP_CONF_DIR")
     assert session._class_archive([], {"spark.driver.extraClassPath": str(conf)}) is None
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_a_short_runs_session_interprets_spark_expressions_unless_the_user_says_otherwise(monkeypatch, quick):
+    # Setup: a job's session asked for with and without the quick compiler, the user's spark.conf setting
+    # whole-stage code generation on; the session's start replaced by a recorder of its settings.
+    # Expect: a short run's session interprets expressions (Spark's factory mode), the user's own key wins;
+    # a longer run's session gets neither setting from the product.
+    from ticdc_delta.jobs import config as config_module
+
+    started = []
+    monkeypatch.setattr(session, "get_spark", lambda master, conf, packages, **options: started.append(conf))
+    config = config_module.from_mapping({
+        "kafka": {"topics": ["t"]}, "target": {"path": "/tmp/lake"},
+        "spark": {"conf": {"spark.sql.codegen.wholeStage": True}},
+    })
+
+    session.spark_for(config, quick_compiler=quick)
+
+    expected = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"} if quick else {}
+    assert started == [{**expected, "spark.sql.codegen.wholeStage": "true"}]
