@@ -110,16 +110,22 @@ def _progress_of(marker: dict) -> TableProgress:
 
 def read_progress(sql: SqlSession, sql_name: str) -> TableProgress:
     """Whether the table exists, and the progress its newest marked commit records."""
-    try:
-        rows = sql.sql(f"DESCRIBE HISTORY {sql_name} LIMIT {_HISTORY_DEPTH}").select("userMetadata").collect()
-    except AnalysisException as err:
-        if is_missing_table(err):
-            return TableProgress(exists=False)
-        raise
-    for row in rows:
-        marker = _marker_of(row["userMetadata"])
-        if marker is not None:
-            return _progress_of(marker)
+    # The newest commit alone first: nearly always the job's own, marked. Each commit Delta lists for the
+    # history is a file it reads (a GET on an object store), so the deeper read is left to tables another
+    # writer committed to last (an OPTIMIZE, a user's statement).
+    for depth in (1, _HISTORY_DEPTH):
+        try:
+            rows = sql.sql(f"DESCRIBE HISTORY {sql_name} LIMIT {depth}").select("userMetadata").collect()
+        except AnalysisException as err:
+            if is_missing_table(err):
+                return TableProgress(exists=False)
+            raise
+        for row in rows:
+            marker = _marker_of(row["userMetadata"])
+            if marker is not None:
+                return _progress_of(marker)
+        if len(rows) < depth:
+            break  # its whole history read
     if len(rows) == _HISTORY_DEPTH:
         log.warning("%s: no applied marker in its last %d commits; replaying from scratch", sql_name, _HISTORY_DEPTH)
     return TableProgress(exists=True)

@@ -30,6 +30,8 @@ of medians in brackets). The load average is printed with each section. Sections
   bare MERGEs of the same rows (`benchmarks/tables.py`).
 - freshness: a steady stream over 100 tables against a `--continuous` job for 5 minutes: freshness and
   backlog per minute (`benchmarks/freshness.py`).
+- short-runs: whole short runs of the job, its defaults against other settings, alternating
+  (`benchmarks/short_runs.py`).
 """
 
 from __future__ import annotations
@@ -55,13 +57,13 @@ os.environ.setdefault("TICDC_DELTA_CACHE", str(ROOT / ".cache"))
 import fastavro  # noqa: E402
 import orjson  # noqa: E402
 
-from benchmarks import freshness, streams, tables  # noqa: E402
+from benchmarks import freshness, short_runs, streams, tables  # noqa: E402
 from benchmarks.measure import descendants, load, rss_kib, section  # noqa: E402
 from ticdc_delta.schema_cache.events import RawMessage  # noqa: E402
 
 ENGINE_PARTITIONS = 4  # an even share per core of the 2-core machine
 SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory", "engines", "snapshot", "history",
-            "tables", "freshness")
+            "tables", "freshness", "short-runs")
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -711,6 +713,7 @@ def main() -> int:
     parser.add_argument("--features-files", type=int, default=8, help="data files per table in the features section")
     tables.add_arguments(parser)
     freshness.add_arguments(parser)
+    short_runs.add_arguments(parser)
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
     args = parser.parse_args()
     args.spark_conf = dict(item.split("=", 1) for item in args.spark_conf)
@@ -737,7 +740,7 @@ def main() -> int:
                 {"e2e": bench_e2e, "handwritten": bench_handwritten, "table-size": bench_table_size, "features": bench_features,
                  "memory": bench_memory, "engines": bench_engines, "snapshot": bench_snapshot,
                  "history": bench_history, "tables": tables.bench_tables,
-                 "freshness": freshness.bench_freshness}[name](args, lake)
+                 "freshness": freshness.bench_freshness, "short-runs": short_runs.bench_short_runs}[name](args, lake)
         finally:
             lake.close()
     return 0

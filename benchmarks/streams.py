@@ -84,11 +84,12 @@ def change(rng: random.Random, writer, schema: dict, live: dict[int, dict], key:
 def build(
     events: int, keys: int, *, encoding: str = "json", seed: int = 1, lagging_partition: int | None = None,
     partitions: int = PARTITIONS, tables: int = 1, first_commit_ts: int = FIRST_COMMIT_TS, inserts_only: bool = False,
+    first_key: int = 0,
 ) -> Stream:
     """The stream over `partitions` partitions; `lagging_partition` gets no watermark until the very end (its
     watermark lags all others). `tables` > 1: key k belongs to table k % tables (the same events spread over
-    more tables), and `rows` holds each table's rows. `inserts_only`: the `n`-th event inserts key `n` (an
-    append-only changefeed: logs, events; `keys` unused)."""
+    more tables), and `rows` holds each table's rows. `inserts_only`: the `n`-th event inserts key `first_key` + `n`
+    (an append-only changefeed: logs, events; `keys` unused)."""
     rng = random.Random(seed)
     writer = (SimpleJsonWriter if encoding == "json" else SimpleAvroWriter)(build_ts_ms=1)
     schemas = [table_schema(*table_name(n, tables), table_id=n + 1, version=1, columns=COLUMNS, primary_key=["id"])
@@ -108,7 +109,7 @@ def build(
                 out.extend(watermark(commit_ts))
             commit_ts += 1 << 18
             in_txn.clear()
-        key = n if inserts_only else rng.randrange(keys)
+        key = first_key + n if inserts_only else rng.randrange(keys)
         while key in in_txn and len(in_txn) < keys and not inserts_only:
             key = rng.randrange(keys)  # TiDB reports one change per row and transaction
         in_txn.add(key)

@@ -73,10 +73,17 @@ def job_config(lake, topic: str, group: str, target: Path, work: Path, **run: ob
     config.write_text(
         f'[kafka]\nbootstrap_servers = "{lake.broker.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "{group}"\n'
         f'[target]\npath = "{target}"\n'
-        + "".join(f"[{section}]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in values.items())
+        + "".join(f"[{section}]\n" + "".join(f"{key} = {_toml(value)}\n" for key, value in values.items())
                   for section, values in sections.items())
     )
     return config
+
+
+def _toml(value: object) -> str:
+    """`value` as a TOML value: a mapping as an inline table (`spark.conf`), anything else as its JSON."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(key)} = {_toml(item)}" for key, item in value.items()) + " }"
+    return json.dumps(value)
 
 
 def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency: int, work: Path,

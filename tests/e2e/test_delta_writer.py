@@ -79,6 +79,24 @@ def test_applied_marker_of_a_missing_table(sql, spark, tmp_path):
     assert read_progress(sql, PathLocator(str(tmp_path)).sql_name(T)) == TableProgress(False)
 
 
+def test_the_applied_point_is_read_past_commits_of_other_writers(sql, spark, tmp_path):
+    # Setup: a table merged at applied commitTs 100, then commits of other writers on top (a user's INSERT, an
+    # OPTIMIZE), which carry no applied marker.
+    # Expect: the point read back is the job's newest marked commit's (the first read, of the newest commit
+    # alone, finds none and the deeper one does); once the job commits again, its new point.
+    locator = PathLocator(str(tmp_path))
+    writer = DeltaWriter(sql, locator)
+    name = locator.sql_name(T)
+    writer.create(T, SCHEMA, None, replace=False)
+    writer.merge(T, SCHEMA, SourceRows.of([NetChange(False, (1, "a"))]), AppliedPoint(ts=100))
+    spark.sql(f"INSERT INTO {name} VALUES (9, 'theirs')")
+    spark.sql(f"OPTIMIZE {name}")
+
+    assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=100))
+    writer.merge(T, SCHEMA, SourceRows.of([NetChange(False, (2, "b"))]), AppliedPoint(ts=120))
+    assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=120))
+
+
 @pytest.mark.parametrize(
     "features", [COMPATIBLE, pytest.param(FULL, marks=pytest.mark.spark_only_tables("table_features = 'full'"))]
 )
