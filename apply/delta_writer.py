@@ -44,7 +44,8 @@ def _source_column(i: int) -> str:
 # joined by broadcast with nothing for adaptive execution to re-plan, which would run each of the MERGE's
 # query stages as a Spark job of its own: a small MERGE then takes 5 Spark jobs, not 12 (Delta 4.4), as a batch
 # over many tables makes many (docs/performance.md: on two busy cores their CPU, more than their number, costs).
-# Its expressions are interpreted: compiling them costs more than evaluating them on that few rows.
+# Its expressions are interpreted (unless the session says how): compiling them costs more than evaluating
+# them on that few rows.
 _IN_MEMORY_SOURCE = {"spark.databricks.delta.merge.materializeSource": "none"}
 SMALL_IN_MEMORY_SOURCE = {**_IN_MEMORY_SOURCE, "spark.sql.adaptive.enabled": "false", **INTERPRETED_EXPRESSIONS}
 _SMALL_SOURCE_ROWS = 10_000
@@ -415,7 +416,8 @@ class DeltaWriter:
             with self._times.phase("source_build"):
                 if isinstance(source, SourceRows):
                     small = len(source.rows) <= _SMALL_SOURCE_ROWS
-                    scope.enter_context(self._sql.settings(SMALL_IN_MEMORY_SOURCE if small else _IN_MEMORY_SOURCE))
+                    scope.enter_context(self._sql.settings(SMALL_IN_MEMORY_SOURCE if small else _IN_MEMORY_SOURCE,
+                                                           unless_set=INTERPRETED_EXPRESSIONS))
                     view = scope.enter_context(self._sql.view(source.rows, schema))
                 else:
                     view = scope.enter_context(self._sql.frame_view(source.frame))

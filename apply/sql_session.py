@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -285,16 +285,19 @@ class SqlSession:
                 self._sleep(delay)
 
     @contextmanager
-    def settings(self, settings: Mapping[str, str]) -> Iterator[None]:
+    def settings(self, settings: Mapping[str, str], *, unless_set: Collection[str] = ()) -> Iterator[None]:
         """The session's `settings` for the duration of the block; what they were is restored after it.
 
         For settings that only make a statement cheaper: one the runtime does not let a session change
-        (Databricks serverless allows few) is left as it is."""
+        (Databricks serverless allows few) is left as it is, and so is one named in `unless_set` that the
+        session already has a value of (the user's `spark.conf`, a cluster's settings)."""
         with self._lock:
             before = {}
             for key, value in settings.items():
                 try:
                     current = self.spark.conf.get(key, None)
+                    if current is not None and key in unless_set:
+                        continue
                     self.spark.conf.set(key, value)
                 except Exception as err:  # noqa: BLE001 - the runtime's refusal; the statement runs as it would
                     log.debug("session setting %s left as it is: %s", key, err)

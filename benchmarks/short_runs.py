@@ -2,7 +2,7 @@
 settings against others, alternating.
 
 Per round: `--short-events` new row events (inserts of new keys, 50-row transactions, 3 partitions) for each of
-two targets of one table, then `ticdc-delta run --until-idle` as a process of its own on each (driver engine),
+two targets of one table, then `ticdc-delta run --until-idle` as a process of its own on each (`--short-engine`),
 the order alternating from round to round so that a slow minute of the machine falls on both. The first round
 creates each target's tables and is left out of the medians. The second configuration is the product's
 defaults plus the `--short-vs KEY=VALUE` settings (as `--table-also`: a [run] key, or SECTION.KEY); by default
@@ -27,6 +27,7 @@ _SPARK_CODEGEN = 'spark.conf={"spark.sql.codegen.factoryMode": "FALLBACK", "spar
 def add_arguments(parser) -> None:
     parser.add_argument("--short-events", type=int, default=200, help="new row events per run of the short-runs section")
     parser.add_argument("--short-rounds", type=int, default=7, help="runs per configuration (the first left out)")
+    parser.add_argument("--short-engine", default="driver", help="engine of the short-runs section: driver or spark")
     parser.add_argument("--short-vs", metavar="KEY=VALUE", action="append", default=[],
                         help=f"the other configuration's settings (repeatable; default: {_SPARK_CODEGEN})")
 
@@ -34,7 +35,7 @@ def add_arguments(parser) -> None:
 def bench_short_runs(args, lake) -> None:
     events, rounds = args.short_events, max(2, args.short_rounds)
     vs = args.short_vs or [_SPARK_CODEGEN]
-    section(f"short runs: {events:,} new row events a run, one table, {rounds} runs each (the first left out of "
+    section(f"short runs: {args.short_engine} engine, {events:,} new row events a run, one table, {rounds} runs each (the first left out of "
             "the medians), the product's defaults against " + ", ".join(vs) + ", alternating; a job process per run")
     configurations = {"defaults": {}, "vs": settings_of(vs)}
     with tempfile.TemporaryDirectory(dir=lake.work) as scratch:
@@ -48,7 +49,7 @@ def bench_short_runs(args, lake) -> None:
             for name in order:
                 topic = f"short-{name}"
                 lake.publish(topic, stream)
-                run = job_run(lake, topic, topic, work / name, "driver", 8, work, settings=configurations[name])
+                run = job_run(lake, topic, topic, work / name, args.short_engine, 8, work, settings=configurations[name])
                 runs[name].append(run)
                 models[name].update(stream.rows)
                 print(f"  round {number}, {name:8}: job {run['wall']:5.1f}s, Spark up at {run['spark_up']:4.1f}s, "

@@ -118,6 +118,20 @@ def test_settings_hold_for_their_block_and_what_the_session_had_comes_back_even_
     assert session.conf.values == {"spark.sql.adaptive.enabled": "true"}
 
 
+def test_a_setting_named_unless_set_keeps_the_sessions_own_value():
+    # Setup: the user's session says how to run expressions (one of the two keys); a small MERGE's settings
+    # interpret them unless the session says otherwise.
+    # Expect: the user's key kept as it is during the block, the unset one applied, both as before after it.
+    session = _Session()
+    session.conf.values["spark.sql.codegen.factoryMode"] = "FALLBACK"
+    sql = SqlSession(session)
+    interpreted = {"spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.codegen.wholeStage": "false"}
+    with sql.settings({**interpreted, "x.materialize": "none"}, unless_set=interpreted):
+        assert session.conf.values == {"spark.sql.codegen.factoryMode": "FALLBACK",
+                                       "spark.sql.codegen.wholeStage": "false", "x.materialize": "none"}
+    assert session.conf.values == {"spark.sql.codegen.factoryMode": "FALLBACK"}
+
+
 def test_a_setting_the_runtime_refuses_is_left_as_it_is_and_the_others_still_apply():
     session = _Session()
     refused = "spark.sql.adaptive.enabled"
