@@ -47,8 +47,13 @@ def _source_column(i: int) -> str:
 # Its expressions are interpreted (unless the session says how): compiling them costs more than evaluating
 # them on that few rows.
 _IN_MEMORY_SOURCE = {"spark.databricks.delta.merge.materializeSource": "none"}
-SMALL_IN_MEMORY_SOURCE = {**_IN_MEMORY_SOURCE, "spark.sql.adaptive.enabled": "false", **INTERPRETED_EXPRESSIONS}
+_SMALL_IN_MEMORY_SOURCE = {**_IN_MEMORY_SOURCE, "spark.sql.adaptive.enabled": "false", **INTERPRETED_EXPRESSIONS}
 _SMALL_SOURCE_ROWS = 10_000
+
+
+def in_memory_source_settings(rows: int) -> Mapping[str, str]:
+    """The session settings a MERGE of `rows` rows held in memory runs with (the small ones: a superset)."""
+    return _SMALL_IN_MEMORY_SOURCE if rows <= _SMALL_SOURCE_ROWS else _IN_MEMORY_SOURCE
 
 # Spark types a DataFrame cannot carry from Python values: the source column
 # holds another type and the statement converts it.
@@ -415,8 +420,7 @@ class DeltaWriter:
         with ExitStack() as scope:
             with self._times.phase("source_build"):
                 if isinstance(source, SourceRows):
-                    small = len(source.rows) <= _SMALL_SOURCE_ROWS
-                    scope.enter_context(self._sql.settings(SMALL_IN_MEMORY_SOURCE if small else _IN_MEMORY_SOURCE,
+                    scope.enter_context(self._sql.settings(in_memory_source_settings(len(source.rows)),
                                                            unless_set=INTERPRETED_EXPRESSIONS))
                     view = scope.enter_context(self._sql.view(source.rows, schema))
                 else:

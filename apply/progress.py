@@ -124,8 +124,6 @@ def read_progress(sql: SqlSession, sql_name: str) -> TableProgress:
             marker = _marker_of(row["userMetadata"])
             if marker is not None:
                 return _progress_of(marker)
-        if len(rows) < depth:
-            break  # its whole history read
     if len(rows) == _HISTORY_DEPTH:
         log.warning("%s: no applied marker in its last %d commits; replaying from scratch", sql_name, _HISTORY_DEPTH)
     return TableProgress(exists=True)

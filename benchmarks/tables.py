@@ -17,10 +17,9 @@ them gains in one run of this script; `--table-also KEY=VALUE` the same with ano
 
 The floor: per N, the same rows merged by bare Delta MERGE statements (each table's final rows into a table
 holding one row), up to the job's concurrency at once on sessions of their own, in this script's warm session,
-with the settings the job's MERGE of a small in-memory source has (`SMALL_IN_MEMORY_SOURCE`: no copy of the
-source, no adaptive execution, expressions interpreted): what N tables' commits cost here without the product
-(no history read, no job tables, no decoding). Its
-marginal cost per table is the floor the product's marginal cost is held against.
+with the settings the job's MERGE of as many rows held in memory has (`in_memory_source_settings`: no copy of
+the source; up to 10,000 rows no adaptive execution, expressions interpreted): what N tables' commits cost here
+without the product (no history read, no job tables, no decoding). Its marginal cost per table is the floor the product's marginal cost is held against.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ from pathlib import Path
 
 from benchmarks import streams
 from benchmarks.measure import descendants, rss_kib, section
-from ticdc_delta.apply.delta_writer import SMALL_IN_MEMORY_SOURCE
+from ticdc_delta.apply.delta_writer import in_memory_source_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 _LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (\w+) (\S+): (.*)$")
@@ -161,12 +160,14 @@ def _floor(spark, work: Path, stream: streams.Stream, concurrency: int) -> float
 
     def merge(item) -> None:
         table, path = item
-        session = getattr(local, "session", None)
-        if session is None:
-            session = local.session = spark.newSession()
-            for key, value in SMALL_IN_MEMORY_SOURCE.items():
-                session.conf.set(key, value)
-        session.createDataFrame(list(stream.rows[table].values()), streams.SPARK_SCHEMA).createOrReplaceTempView("s")
+        session = getattr(local, "session", None) or spark.newSession()
+        local.session = session
+        rows = list(stream.rows[table].values())
+        for key in in_memory_source_settings(0):
+            session.conf.unset(key)
+        for key, value in in_memory_source_settings(len(rows)).items():
+            session.conf.set(key, value)
+        session.createDataFrame(rows, streams.SPARK_SCHEMA).createOrReplaceTempView("s")
         session.sql(f"MERGE INTO delta.`{path}` AS t USING s ON t.id = s.id "
                     "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
 

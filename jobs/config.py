@@ -224,6 +224,8 @@ def settings_table(key: str, value: object) -> dict[str, str]:
     for name, setting in value.items():
         if isinstance(setting, bool):
             settings[name] = "true" if setting else "false"
+        elif isinstance(setting, float) and setting.is_integer():
+            settings[name] = str(int(setting))  # TOML's 1e6: a count to librdkafka, not "1000000.0"
         elif isinstance(setting, (str, int, float)):
             settings[name] = str(setting)
         else:

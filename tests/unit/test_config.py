@@ -131,9 +131,9 @@ def test_bad_config_names_key_and_allowed_values(values, message):
 
 def test_passthrough_settings_are_strings_as_their_clients_spell_them():
     loaded = config.from_mapping({**MINIMAL, "spark": {"conf": {"a": 2, "b": True, "c": False, "d": 0.5, "e": "x"}},
-                                  "kafka": {"topics": ["a"], "properties": {"fetch.wait.max.ms": 50}}})
+                                  "kafka": {"topics": ["a"], "properties": {"fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 1e6}}})
     assert loaded.spark.conf == {"a": "2", "b": "true", "c": "false", "d": "0.5", "e": "x"}
-    assert loaded.kafka.properties == {"fetch.wait.max.ms": "50"}
+    assert loaded.kafka.properties == {"fetch.wait.max.ms": "50", "queued.max.messages.kbytes": "1000000"}
 
 
 def test_unreadable_and_invalid_files(tmp_path):
