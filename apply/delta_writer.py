@@ -55,6 +55,7 @@ def in_memory_source_settings(rows: int) -> Mapping[str, str]:
     """The session settings a MERGE of `rows` rows held in memory runs with (the small ones: a superset)."""
     return _SMALL_IN_MEMORY_SOURCE if rows <= _SMALL_SOURCE_ROWS else _IN_MEMORY_SOURCE
 
+
 # Spark types a DataFrame cannot carry from Python values: the source column
 # holds another type and the statement converts it.
 _SOURCE_FORMS = {"VARIANT": ("STRING", "parse_json({})")}

@@ -19,7 +19,8 @@ The floor: per N, the same rows merged by bare Delta MERGE statements (each tabl
 holding one row), up to the job's concurrency at once on sessions of their own, in this script's warm session,
 with the settings the job's MERGE of as many rows held in memory has (`in_memory_source_settings`: no copy of
 the source; up to 10,000 rows no adaptive execution, expressions interpreted): what N tables' commits cost here
-without the product (no history read, no job tables, no decoding). Its marginal cost per table is the floor the product's marginal cost is held against.
+without the product (no history read, no job tables, no decoding). Its marginal cost per table is the floor
+the product's marginal cost is held against.
 """
 
 from __future__ import annotations
