@@ -94,10 +94,8 @@ LOCAL_JVM_OPTIONS = "-XX:+UseG1GC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20
 # alone gets a 48 MB code cache by default, which Spark and Delta fill within a minute; the JVM then stops
 # compiling and runs interpreted, several times slower: the cache tiered compilation would have avoids it.
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-# ... and Spark's expressions interpreted (apply.sql_session.INTERPRETED_EXPRESSIONS): every plan a short run
-# makes is new to its JVM. Measured on whole job processes, alternating: a run of 200 row events 47.8 -> 41.1 s,
-# of 50,000 48.7 -> 43.8 s (docs/performance.md). A user's `spark.conf` of either key wins.
-QUICK_SPARK_CONF = INTERPRETED_EXPRESSIONS
+# A short run's session also interprets Spark's expressions (`spark_for`: apply.sql_session.INTERPRETED_EXPRESSIONS,
+# each key unless `spark.conf` sets it): every plan a short run makes is new to its JVM (docs/performance.md).
 
 
 KAFKA_SOURCE_VERSION_ENV = "TICDC_DELTA_KAFKA_SOURCE_VERSION"
@@ -156,7 +154,7 @@ def spark_for(config, packages: Sequence[str] = (), *, quick_compiler: bool = Fa
     """`get_spark` for a job's configuration: a local session also gets the S3 connector when the
     target is on S3, with `quick_compiler` a JVM that compiles with C1 only and interprets Spark's expressions, and with
     `spark.class_data_sharing` an archive of its classes (a surrounding runtime's session is used as it is)."""
-    conf = {**(QUICK_SPARK_CONF if quick_compiler else {}), **config.spark.conf}
+    conf = {**(INTERPRETED_EXPRESSIONS if quick_compiler else {}), **config.spark.conf}
     extra = list(packages)
     if object_store_scheme(config.target.path) in _S3_SCHEMES and not under_existing_runtime():
         extra.append(hadoop_aws_package())

@@ -55,14 +55,19 @@ def test_the_local_session_has_its_jars_without_copying_them(spark):
     assert not list(Path(SparkFiles.getRootDirectory()).glob("*.jar"))
 
 
+def _table_merged_at_100(sql, tmp_path) -> tuple[DeltaWriter, str]:
+    """A writer and the name of table T, created and holding row (1, "a") merged at applied commitTs 100."""
+    locator = PathLocator(str(tmp_path))
+    writer = DeltaWriter(sql, locator)
+    writer.create(T, SCHEMA, None, replace=False)
+    writer.merge(T, SCHEMA, SourceRows.of([NetChange(False, (1, "a"))]), AppliedPoint(ts=100))
+    return writer, locator.sql_name(T)
+
+
 def test_merge_is_idempotent_per_applied_ts_and_never_moves_back(sql, spark, tmp_path):
     # Setup: a table merged at applied commitTs 100.
     # Expect: the same MERGE again (a replay) and an older one make no commit; a newer one does.
-    locator = PathLocator(str(tmp_path))
-    writer = DeltaWriter(sql, locator)
-    name = locator.sql_name(T)
-    writer.create(T, SCHEMA, None, replace=False)
-    writer.merge(T, SCHEMA, SourceRows.of([NetChange(False, (1, "a"))]), AppliedPoint(ts=100))
+    writer, name = _table_merged_at_100(sql, tmp_path)
     after_first = versions(spark, name)
 
     writer.merge(T, SCHEMA, SourceRows.of([NetChange(False, (1, "a"))]), AppliedPoint(ts=100))
@@ -84,11 +89,7 @@ def test_the_applied_point_is_read_past_commits_of_other_writers(sql, spark, tmp
     # OPTIMIZE), which carry no applied marker.
     # Expect: the point read back is the job's newest marked commit's (the first read, of the newest commit
     # alone, finds none and the deeper one does); once the job commits again, its new point.
-    locator = PathLocator(str(tmp_path))
-    writer = DeltaWriter(sql, locator)
-    name = locator.sql_name(T)
-    writer.create(T, SCHEMA, None, replace=False)
-    writer.merge(T, SCHEMA, SourceRows.of([NetChange(False, (1, "a"))]), AppliedPoint(ts=100))
+    writer, name = _table_merged_at_100(sql, tmp_path)
     spark.sql(f"INSERT INTO {name} VALUES (9, 'theirs')")
     spark.sql(f"OPTIMIZE {name}")
 
