@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ticdc_delta.apply.changes import RowChanges, TableChanges, as_delete_of, covers, key_signature, point_after
 from ticdc_delta.apply.delta_writer import ADDITIVE_ONLY, DeltaWriter, Evolution
@@ -54,6 +56,8 @@ from ticdc_delta.schema_cache.events import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -87,6 +91,9 @@ class ApplySummary:
     merges: int = 0
     # Of those, the ones appended: every key new to the table (`_appendable`).
     appends: int = 0
+    # Wall seconds of each table's work (its first reads, DDL, MERGEs; its history's MERGEs with it), on
+    # whichever thread of the table pool did it: where a batch's time went, table by table.
+    table_seconds: dict[TableName, float] = field(default_factory=lambda: defaultdict(float))
 
     def __bool__(self) -> bool:
         return bool(self.merges or self.schema_changes or self.skipped_replays)
@@ -101,6 +108,8 @@ class ApplySummary:
         self.schema_changes += other.schema_changes
         self.merges += other.merges
         self.appends += other.appends
+        for table, seconds in other.table_seconds.items():
+            self.table_seconds[table] += seconds
 
 
 class Applier:
@@ -168,7 +177,7 @@ class Applier:
                 topic_of[event.table] = event.position.topic
                 self._add_row(event)
             elif isinstance(event, SchemaChange):
-                self._apply_schema_change(event)
+                self._timed(event.table, self._apply_schema_change, event)
             elif isinstance(event, Watermark):
                 continue
             elif isinstance(event, TableChanges):  # (a protocol's check: after the plain types)
@@ -184,9 +193,19 @@ class Applier:
                 through = min(through, hold - 1)
             flushes.append((table, through))
         self._times.working_on(f"{len(flushes)} tables" if len(flushes) > 1 else "")
-        self._pool.run_each(flushes, lambda flush: self._flush(*flush))
+        self._pool.run_each(flushes, lambda flush: self._timed(flush[0], self._flush, *flush))
         self._times.working_on("")
         return self._summary
+
+    def _timed(self, table: TableName, work: Callable[..., T], *args) -> T:
+        """`work(*args)`, its wall time added to `table`'s in the batch's summary. (A rename's merge of the
+        old name's rows before it is part of the rename: the new name's time.)"""
+        started = time.monotonic()
+        try:
+            return work(*args)
+        finally:
+            with self._summary_lock:
+                self._summary.table_seconds[table] += time.monotonic() - started
 
     def _read_states(self, events: Sequence[Event | TableChanges]) -> None:
         """The applied points of the tables `events` touch that are not known yet (and of their histories), read
@@ -201,7 +220,7 @@ class Applier:
             history = self._history_of(table)
             if history is not None:
                 names.add(history)
-        self._pool.run_each(sorted(names - self._tables.keys(), key=str), self._state)
+        self._pool.run_each(sorted(names - self._tables.keys(), key=str), lambda table: self._timed(table, self._state, table))
 
     def _register_new_tables(self, events: Sequence[Event | TableChanges]) -> None:
         """Register the tables of `events` that do not exist yet (this batch may create them) before it is
@@ -303,7 +322,7 @@ class Applier:
             fitted = _fit_deletes(pending.events, row)
             if fitted is None:
                 # One MERGE has one row structure: merge what came before first.
-                self._flush(row.table, row.commit_ts - 1)
+                self._timed(row.table, self._flush, row.table, row.commit_ts - 1)
             else:
                 pending.events[:], row = fitted
         self._pending.setdefault(row.table, RowChanges(row.table, self._ordering)).events.append(row)
@@ -326,7 +345,7 @@ class Applier:
         elif pending.schema.same_structure(changes.schema):
             pending.absorb(changes)
         else:
-            self._flush(table, changes.min_commit_ts - 1)
+            self._timed(table, self._flush, table, changes.min_commit_ts - 1)
             self._pending[table] = changes
 
     def _flush(self, table: TableName, through_ts: int | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,8 @@ from ticdc_delta.apply.table_features import TableLayout
 
 if TYPE_CHECKING:  # the locator records path tables' folders in one of these tables
     from ticdc_delta.apply.locator import TableLocator
+
+log = logging.getLogger(__name__)
 
 # What a creation is told, across Spark and Delta releases, when the table is there already.
 ALREADY_THERE = frozenset({"TABLE_OR_VIEW_ALREADY_EXISTS", "TABLE_ALREADY_EXISTS", "DELTA_PATH_EXISTS"})
@@ -102,7 +105,9 @@ def append_internal_rows(
     commit of its own, and falls back to an INSERT when the table is there
     (another job made it meanwhile); other appends INSERT. Columns
     are matched by name, so a table with more columns (a later release's)
-    takes the rows. One task writes them, so one file: rows spread over the
+    takes the rows, and a table made by an earlier release gets the columns
+    it lacks (nullable: its earlier rows hold NULL there) before the first
+    INSERT of a process. One task writes them, so one file: rows spread over the
     session's parallelism would also write an empty file per other task,
     which Delta leaves out of the table but on disk.
     """
@@ -111,14 +116,34 @@ def append_internal_rows(
     names = ", ".join(quote(column) for column, _ in columns)
     what = what or f"append to {name}"
     with sql.view(rows, schema) as source:
-        if not exists and not locator.internal_table_exists(sql, table):
-            try:
-                create_internal_table_as(sql, locator, table, f"SELECT /*+ COALESCE(1) */ * FROM {source}", what=what)
-                return
-            except AnalysisException as err:
-                if error_condition(err) not in ALREADY_THERE:
-                    raise
+        if not exists:
+            if not locator.internal_table_exists(sql, table):
+                try:
+                    create_internal_table_as(sql, locator, table, f"SELECT /*+ COALESCE(1) */ * FROM {source}", what=what)
+                    return
+                except AnalysisException as err:
+                    if error_condition(err) not in ALREADY_THERE:
+                        raise
+            _add_missing_columns(sql, name, columns, what)
         sql.run(f"INSERT INTO {name} ({names}) SELECT /*+ COALESCE(1) */ * FROM {source}", what=what)
+
+
+def _add_missing_columns(sql: SqlSession, name: str, columns: Sequence[tuple[str, str]], what: str) -> None:
+    """Add the columns `name` lacks (made by an earlier release). Asked before the process's first INSERT (its
+    schema is the snapshot that INSERT loads anyway), not after a refused one, which Spark 4 logs at ERROR."""
+    present = {field.name.lower() for field in sql.table(name).schema.fields}
+    missing = [(column, kind) for column, kind in columns if column.lower() not in present]
+    if not missing:
+        return
+    added = ", ".join(f"{quote(column)} {kind}" for column, kind in missing)
+    try:
+        sql.run(f"ALTER TABLE {name} ADD COLUMNS ({added})", what=f"{what}: add columns {added}")
+    except AnalysisException:
+        # Another job (another consumer writing the same table) added them first: fine if they are there now.
+        present = {field.name.lower() for field in sql.table(name).schema.fields}
+        if any(column.lower() not in present for column, _ in missing):
+            raise
+    log.info("%s: added columns of this release: %s", name, added)
 
 
 # VACUUM LITE finds the files to delete in the log (no listing of the table's folder, which costs a task

@@ -11,7 +11,12 @@ Nested values are typed columns, queryable without parsing:
   (Kafka names cannot hold '/'): the offset committed after the batch, and how
   far the partition's end offset is beyond it;
 - `stage_seconds`: MAP<STRING, DOUBLE>, seconds per phase of the batch
-  (`apply.metrics.PHASES`).
+  (`apply.metrics.PHASES`), added up over the threads that did them;
+- `table_seconds`: ARRAY<STRUCT<database, table, seconds>>, the wall seconds
+  of each table's work in the batch (its first reads, DDL and MERGEs, its
+  history table's with it), slowest first: the tables a batch waited on.
+  Added in a later release than the table may be: a job adds the column to a
+  metrics table that lacks it (`append_internal_rows`).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ COLUMNS = (
     ("offset_lag", "MAP<STRING, BIGINT>"),
     ("stage_seconds", "MAP<STRING, DOUBLE>"),
     ("batch_seconds", "DOUBLE"),
+    ("table_seconds", "ARRAY<STRUCT<`database`: STRING, `table`: STRING, `seconds`: DOUBLE>>"),
 )
 
 
@@ -76,6 +82,7 @@ class BatchRecord:
     offset_lag: Mapping[TopicPartition, int]
     stage_seconds: Mapping[str, float]
     batch_seconds: float
+    table_seconds: Mapping[TableName, float]
 
     @property
     def rows_merged(self) -> int:
@@ -83,6 +90,10 @@ class BatchRecord:
 
     def _row_events(self) -> list[tuple[str, str, str, int]]:
         return sorted((t.database, t.table, op, n) for (t, op), n in self.row_events.items())
+
+    def _table_seconds(self) -> list[tuple[str, str, float]]:
+        ordered = sorted(self.table_seconds.items(), key=lambda item: (-item[1], item[0].database, item[0].table))
+        return [(t.database, t.table, round(seconds, 3)) for t, seconds in ordered]
 
     def to_row(self) -> tuple:
         """The record as a row of the metrics table, in `COLUMNS` order."""
@@ -105,6 +116,7 @@ class BatchRecord:
             _by_partition(self.offset_lag),
             dict(self.stage_seconds),
             round(self.batch_seconds, 3),
+            self._table_seconds(),
         )
 
     def to_json(self) -> dict:
@@ -114,6 +126,7 @@ class BatchRecord:
         values["row_events"] = [
             {"database": d, "table": t, "op": op, "events": n} for d, t, op, n in values["row_events"]
         ]
+        values["table_seconds"] = [{"database": d, "table": t, "seconds": s} for d, t, s in values["table_seconds"]]
         return values
 
 

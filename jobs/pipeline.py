@@ -351,6 +351,7 @@ class Pipeline:
             offset_lag=offset_lag(self._source.latest_end_offsets(), committed),
             stage_seconds=self._times.since(spent),
             batch_seconds=time.monotonic() - began,
+            table_seconds=dict(summary.table_seconds),
         )
         self._metrics.record(record)
         if self._progress is not None:

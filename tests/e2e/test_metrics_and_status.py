@@ -21,7 +21,9 @@ from tests.support import applier_for, job_config, publish, table_version
 from tests.workloads import item, items_feed
 from ticdc_delta.apply.applier import Applier
 from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.locator import CatalogLocator, PathLocator
+from ticdc_delta.apply.metrics_table import COLUMNS as METRICS_COLUMNS
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Tombstones
 from ticdc_delta.jobs import session as session_module
@@ -145,6 +147,11 @@ def test_a_drain_records_every_batch_status_shows_where_the_consumer_stands_and_
     assert last["commit_ts_lag_ms"] == recorded_ms - (feed.last_ts >> 18)
     stages = set().union(*(r["stage_seconds"] for r in logged))
     assert {"kafka_poll", "decode", "registry", "merge", "ddl", "checkpoint"} <= stages
+    for record in logged:  # each table the batch applied rows to, with the time its work took, slowest first
+        timed = [(t["database"], t["table"]) for t in record["table_seconds"]]
+        assert {(e["database"], e["table"]) for e in record["row_events"]} <= set(timed)
+        seconds = [t["seconds"] for t in record["table_seconds"]]
+        assert seconds == sorted(seconds, reverse=True) and all(s > 0 for s in seconds)
 
     metrics = f"delta.`{target}/_ticdc/metrics`"
     rows = spark.sql(f"SELECT * FROM {metrics} ORDER BY round").collect()
@@ -155,6 +162,9 @@ def test_a_drain_records_every_batch_status_shows_where_the_consumer_stands_and_
         "GROUP BY e.database, e.table, e.op"
     ).collect()
     assert Counter({(r["database"], r["table"], r["op"]): r["n"] for r in table_counts}) == published
+    assert [[(t["database"], t["table"], t["seconds"]) for t in r["table_seconds"]] for r in rows] == [
+        [(t["database"], t["table"], t["seconds"]) for t in r["table_seconds"]] for r in logged
+    ]
     assert dict(rows[-1]["offset_lag"]) == last["offset_lag"] and rows[-1]["applied_ts"] == feed.last_ts
     assert spark.sql(f"DESCRIBE HISTORY {metrics}").count() == 1  # buffered: one commit for every batch
 
@@ -267,10 +277,12 @@ def test_a_drain_on_a_terminal_shows_a_live_progress_line(spark, kafka, tmp_path
 
 @pytest.mark.both_pairs("catalog tables (CREATE SCHEMA, managed Delta tables) in each pair's session catalog")
 def test_catalog_tables_metrics_and_status(spark, kafka, tmp_path, unique, capsys):
-    # Setup: catalog mode (spark_catalog), the product's own tables in a schema of their own;
-    # 20 inserts into one table of a database named for this test; metrics flushed after every batch.
-    # Expect: the metrics rows in <catalog>.<meta_schema>.metrics, appended in more than one commit;
-    # status reads the checkpoint and the registry there, and the table by its catalog name.
+    # Setup: catalog mode (spark_catalog), the product's own tables in a schema of their own, its metrics
+    # table already there as an earlier release made it (without `table_seconds`); 20 inserts into one table
+    # of a database named for this test; metrics flushed after every batch.
+    # Expect: the metrics rows in <catalog>.<meta_schema>.metrics, appended in more than one commit, the
+    # column added (each row names the table and its time); status reads the checkpoint and the registry
+    # there, and the table by its catalog name.
     database, meta = f"shop_{unique}", f"meta_{unique}"
     feed = Changefeed(3)
     feed.create_table(database, "items", [column("id", "int", nullable=False), column("v", "int")], primary_key=["id"])
@@ -288,13 +300,18 @@ def test_catalog_tables_metrics_and_status(spark, kafka, tmp_path, unique, capsy
         run={"batch_max_messages": 40},
         metrics={"flush_seconds": 0.001},
     )
+    metrics = f"spark_catalog.{meta}.metrics"
+    spark.sql(f"CREATE SCHEMA spark_catalog.{meta}")
+    earlier = ", ".join(f"{quote(name)} {kind}" for name, kind in METRICS_COLUMNS if name != "table_seconds")
+    spark.sql(f"CREATE TABLE {metrics} ({earlier}) USING DELTA")
     assert exit_status(["run", "--config", toml]) == 0
 
-    metrics = f"spark_catalog.{meta}.metrics"
-    rows = spark.sql(f"SELECT round, rows_merged FROM {metrics} ORDER BY round").collect()
+    rows = spark.sql(f"SELECT round, rows_merged, table_seconds FROM {metrics} ORDER BY round").collect()
     assert sum(r["rows_merged"] for r in rows) == 20 and len(rows) >= 2
-    # A record waits until the next batch finds it older than flush_seconds (or the run ends).
-    assert 1 < spark.sql(f"DESCRIBE HISTORY {metrics}").count() <= len(rows)
+    assert {(t["database"], t["table"]) for r in rows for t in r["table_seconds"]} == {(database, "items")}
+    # A record waits until the next batch finds it older than flush_seconds (or the run ends); the column
+    # added in a commit of its own.
+    assert 1 + 2 < spark.sql(f"DESCRIBE HISTORY {metrics}").count() <= len(rows) + 2  # (+ CREATE, ADD COLUMNS)
 
     assert exit_status(["status", "--config", toml, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)

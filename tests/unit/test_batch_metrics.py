@@ -45,6 +45,7 @@ def record(round_: int = 1, **changes) -> BatchRecord:
         offset_lag={TopicPartition("cdc", 1): 2, TopicPartition("cdc", 0): 0},
         stage_seconds={"decode": 0.5, "merge": 1.25},
         batch_seconds=2.0004,
+        table_seconds={TableName("shop", "items"): 0.25, TableName("a.b", "c"): 1.50049, TableName("shop", "logs"): 0.25},
     )
     values.update(changes)
     return BatchRecord(**values)
@@ -79,6 +80,12 @@ def test_record_json_has_the_table_columns_and_nesting():
     assert values["offset_lag"] == {"cdc/0": 0, "cdc/1": 2}
     assert values["recorded_at"] == "2026-03-01T12:00:00+00:00"
     assert values["batch_seconds"] == 2.0
+    # The tables a batch waited on: slowest first (ties by name).
+    assert values["table_seconds"] == [
+        {"database": "a.b", "table": "c", "seconds": 1.5},
+        {"database": "shop", "table": "items", "seconds": 0.25},
+        {"database": "shop", "table": "logs", "seconds": 0.25},
+    ]
     assert json.loads(json.dumps(values)) == values
 
 
@@ -87,6 +94,7 @@ def test_record_row_matches_the_columns():
     assert len(row) == len(COLUMNS)
     by_name = dict(zip((name for name, _ in COLUMNS), row, strict=True))
     assert by_name["row_events"][0] == ("a.b", "c", "UPDATE", 2)
+    assert by_name["table_seconds"][0] == ("a.b", "c", 1.5)
     assert by_name["recorded_at"] == dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
