@@ -96,6 +96,7 @@ def append_internal_rows(
     *,
     exists: bool,
     what: str = "",
+    add_missing_columns: bool = False,
 ) -> None:
     """Append `rows` to one of the product's own tables in one commit, creating the table with them if missing.
 
@@ -105,9 +106,10 @@ def append_internal_rows(
     commit of its own, and falls back to an INSERT when the table is there
     (another job made it meanwhile); other appends INSERT. Columns
     are matched by name, so a table with more columns (a later release's)
-    takes the rows, and a table made by an earlier release gets the columns
-    it lacks (nullable: its earlier rows hold NULL there) before the first
-    INSERT of a process. One task writes them, so one file: rows spread over the
+    takes the rows; with `add_missing_columns`, a table made by an earlier
+    release gets the columns it lacks (nullable: its earlier rows hold NULL
+    there) before the first INSERT of a process (a schema read: only for
+    tables whose columns grew, not on every run's first checkpoint). One task writes them, so one file: rows spread over the
     session's parallelism would also write an empty file per other task,
     which Delta leaves out of the table but on disk.
     """
@@ -124,7 +126,8 @@ def append_internal_rows(
                 except AnalysisException as err:
                     if error_condition(err) not in ALREADY_THERE:
                         raise
-            _add_missing_columns(sql, name, columns, what)
+            if add_missing_columns:
+                _add_missing_columns(sql, name, columns, what)
         sql.run(f"INSERT INTO {name} ({names}) SELECT /*+ COALESCE(1) */ * FROM {source}", what=what)
 
 
