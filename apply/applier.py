@@ -109,7 +109,7 @@ class ApplySummary:
         self.merges += other.merges
         self.appends += other.appends
         for table, seconds in other.table_seconds.items():
-            self.table_seconds[table] += seconds
+            self.table_seconds[table] = self.table_seconds.get(table, 0.0) + seconds
 
 
 class Applier:

@@ -146,6 +146,7 @@ def _add_missing_columns(sql: SqlSession, name: str, columns: Sequence[tuple[str
         present = {field.name.lower() for field in sql.table(name).schema.fields}
         if any(column.lower() not in present for column, _ in missing):
             raise
+        return
     log.info("%s: added columns of this release: %s", name, added)
 
 

@@ -151,7 +151,7 @@ def test_a_drain_records_every_batch_status_shows_where_the_consumer_stands_and_
         timed = [(t["database"], t["table"]) for t in record["table_seconds"]]
         assert {(e["database"], e["table"]) for e in record["row_events"]} <= set(timed)
         seconds = [t["seconds"] for t in record["table_seconds"]]
-        assert seconds == sorted(seconds, reverse=True) and all(s > 0 for s in seconds)
+        assert seconds == sorted(seconds, reverse=True) and all(s >= 0 for s in seconds)  # (a replay: ~0)
 
     metrics = f"delta.`{target}/_ticdc/metrics`"
     rows = spark.sql(f"SELECT * FROM {metrics} ORDER BY round").collect()
