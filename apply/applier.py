@@ -220,7 +220,8 @@ class Applier:
             history = self._history_of(table)
             if history is not None:
                 names.add(history)
-        self._pool.run_each(sorted(names - self._tables.keys(), key=str), lambda table: self._timed(table, self._state, table))
+        self._pool.run_each(sorted(names - self._tables.keys(), key=str),
+                            lambda table: self._timed(table, self._state, table))
 
     def _register_new_tables(self, events: Sequence[Event | TableChanges]) -> None:
         """Register the tables of `events` that do not exist yet (this batch may create them) before it is

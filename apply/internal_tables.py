@@ -109,9 +109,10 @@ def append_internal_rows(
     takes the rows; with `add_missing_columns`, a table made by an earlier
     release gets the columns it lacks (nullable: its earlier rows hold NULL
     there) before the first INSERT of a process (a schema read: only for
-    tables whose columns grew, not on every run's first checkpoint). One task writes them, so one file: rows spread over the
-    session's parallelism would also write an empty file per other task,
-    which Delta leaves out of the table but on disk.
+    tables whose columns grew, not on every run's first checkpoint). One
+    task writes them, so one file: rows spread over the session's
+    parallelism would also write an empty file per other task, which Delta
+    leaves out of the table but on disk.
     """
     name = locator.internal_sql_name(table)
     schema = ", ".join(f"{quote(column)} {kind}" for column, kind in columns)
@@ -134,8 +135,7 @@ def append_internal_rows(
 def _add_missing_columns(sql: SqlSession, name: str, columns: Sequence[tuple[str, str]], what: str) -> None:
     """Add the columns `name` lacks (made by an earlier release). Asked before the process's first INSERT (its
     schema is the snapshot that INSERT loads anyway), not after a refused one, which Spark 4 logs at ERROR."""
-    present = {field.name.lower() for field in sql.table(name).schema.fields}
-    missing = [(column, kind) for column, kind in columns if column.lower() not in present]
+    missing = _lacking(sql, name, columns)
     if not missing:
         return
     added = ", ".join(f"{quote(column)} {kind}" for column, kind in missing)
@@ -143,11 +143,16 @@ def _add_missing_columns(sql: SqlSession, name: str, columns: Sequence[tuple[str
         sql.run(f"ALTER TABLE {name} ADD COLUMNS ({added})", what=f"{what}: add columns {added}")
     except AnalysisException:
         # Another job (another consumer writing the same table) added them first: fine if they are there now.
-        present = {field.name.lower() for field in sql.table(name).schema.fields}
-        if any(column.lower() not in present for column, _ in missing):
+        if _lacking(sql, name, missing):
             raise
         return
     log.info("%s: added columns of this release: %s", name, added)
+
+
+def _lacking(sql: SqlSession, name: str, columns: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The `columns` table `name` does not have (names compared as Spark does, ignoring case)."""
+    present = {field.name.lower() for field in sql.table(name).schema.fields}
+    return [(column, kind) for column, kind in columns if column.lower() not in present]
 
 
 # VACUUM LITE finds the files to delete in the log (no listing of the table's folder, which costs a task

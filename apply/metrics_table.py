@@ -143,5 +143,6 @@ class MetricsTable(InternalTable):
         """Append `records` in one commit (the table is created with the first ones)."""
         if records:
             rows = [r.to_row() for r in records]
-            append_internal_rows(self._sql, self._locator, TABLE, COLUMNS, rows, exists=self._exists, add_missing_columns=True)
+            append_internal_rows(self._sql, self._locator, TABLE, COLUMNS, rows, exists=self._exists,
+                                 add_missing_columns=True)
             self._exists = True
