@@ -288,7 +288,6 @@ def exit_status(argv: list[str] | None = None) -> int:
     if args.log_level != "DEBUG":
         for handler in logging.getLogger().handlers:
             handler.addFilter(_py4j_root_info)
-        _quiet_query_context_loggers()
     try:
         return {
             "run": _command_run,
@@ -335,19 +334,6 @@ def exit_status(argv: list[str] | None = None) -> int:
         log.error("%s", failure.line)
         log.debug("the trace of that error", exc_info=True)
         return failure.status
-
-
-def _quiet_query_context_loggers() -> None:
-    # PySpark 4 logs every statement Spark refuses at ERROR, with the JVM's trace, from the exception's
-    # constructor (its own handler, not the root's): the refusals the job expects and handles too (a table
-    # another job created first, an INSERT into an internal table of an earlier release). The failures it does
-    # not handle end in its own one-line error, so these show at DEBUG only. (PySpark 3.5 has no such logger.)
-    try:
-        from pyspark.logger import PySparkLogger
-    except ImportError:
-        return
-    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _py4j_root_info(record: logging.LogRecord) -> bool:

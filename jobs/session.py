@@ -377,6 +377,20 @@ def _start_failure(packages: Sequence[str], err: Exception) -> str:
     return "Spark's JVM exited at start (its own lines above say why): check that Java 17 is installed (JAVA_HOME)"
 
 
+def quiet_query_context_loggers() -> None:
+    """PySpark 4 logs every statement Spark refuses at ERROR with the JVM's trace, from the exception's
+    constructor (a logger with its own handler): the refusals the job expects and handles too (a table another
+    job created first, an INSERT into an internal table of an earlier release). A failure the job does not handle
+    ends in its own one-line error, so those lines show at DEBUG only. (PySpark 3.5 has no such logger.)"""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:
+        return
+    level = logging.NOTSET if logging.getLogger().isEnabledFor(logging.DEBUG) else logging.CRITICAL
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(level)
+
+
 def get_spark(
     master: str = "local[*]",
     conf: Mapping[str, str] | None = None,
@@ -390,6 +404,7 @@ def get_spark(
     `jvm_options`: the local driver JVM's options besides its logging (the default keeps a long run's
     footprint small). `class_archive`: the JVM maps an archive of its classes, or writes one at its exit
     (`jobs.class_archive`), once the jars are cached."""
+    quiet_query_context_loggers()
     active = SparkSession.getActiveSession()
     if active is not None:
         return active

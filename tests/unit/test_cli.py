@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import logging
 
 import pytest
@@ -54,23 +53,3 @@ def test_py4j_traces_of_a_lost_jvm_show_at_debug_only(level):
     assert not cli._py4j_root_info(lost)
     assert cli._py4j_root_info(ours) and cli._py4j_root_info(named)
 
-
-def test_refused_statements_are_not_logged_with_their_trace_unless_debugging():
-    # PySpark 4 logs a refused statement at ERROR with its trace from the exception's constructor, through a
-    # logger of its own (`_log_exception`): the same call here, before and after the job quiets it.
-    logger_module = pytest.importorskip("pyspark.logger", reason="PySpark 3.5 has no query-context logger")
-    logger = logger_module.PySparkLogger.getLogger("SQLQueryContextLogger")
-    logger.propagate = False
-    shown, level = io.StringIO(), logger.level
-    handler = logging.StreamHandler(shown)
-    logger.addHandler(handler)
-    try:
-        logger.setLevel(logging.NOTSET)
-        logger.exception("[TABLE_OR_VIEW_NOT_FOUND] before", errorClass="TABLE_OR_VIEW_NOT_FOUND")
-        assert "before" in shown.getvalue()
-        cli._quiet_query_context_loggers()
-        logger.exception("[TABLE_OR_VIEW_NOT_FOUND] after", errorClass="TABLE_OR_VIEW_NOT_FOUND")
-        assert "after" not in shown.getvalue()
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 
 import pytest
@@ -206,3 +208,27 @@ def test_a_short_runs_session_interprets_spark_expressions_unless_the_user_says_
 
     expected = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"} if quick else {}
     assert started == [{**expected, "spark.sql.codegen.wholeStage": "true"}]
+
+
+@pytest.mark.parametrize(("level", "shown"), [(logging.INFO, False), (logging.DEBUG, True)])
+def test_refused_statements_are_logged_with_their_trace_at_debug_only(level, shown, monkeypatch):
+    # PySpark 4 logs a refused statement at ERROR with its trace from the exception's constructor, through a
+    # logger of its own (`_log_exception`): the same call here, after the job asked for its session (an active
+    # one here: nothing started) at INFO or at DEBUG.
+    logger_module = pytest.importorskip("pyspark.logger", reason="PySpark 3.5 has no query-context logger")
+    logger = logger_module.PySparkLogger.getLogger("SQLQueryContextLogger")
+    root, written = logging.getLogger(), io.StringIO()
+    handler, levels = logging.StreamHandler(written), (root.level, logger.level)
+    logger.addHandler(handler)
+    try:
+        logger.setLevel(logging.CRITICAL if shown else logging.NOTSET)  # the other way round first
+        root.setLevel(level)
+        active = object()
+        monkeypatch.setattr(session.SparkSession, "getActiveSession", staticmethod(lambda: active))
+        assert session.get_spark() is active
+        logger.exception("[TABLE_OR_VIEW_NOT_FOUND] refused", errorClass="TABLE_OR_VIEW_NOT_FOUND")
+        assert ("refused" in written.getvalue()) is shown
+    finally:
+        logger.removeHandler(handler)
+        root.setLevel(levels[0])
+        logger.setLevel(levels[1])
