@@ -52,4 +52,3 @@ def test_py4j_traces_of_a_lost_jvm_show_at_debug_only(level):
     named = root.makeRecord("py4j.clientserver", logging.WARNING, java_gateway.__file__, 1, "a warning", (), None)
     assert not cli._py4j_root_info(lost)
     assert cli._py4j_root_info(ours) and cli._py4j_root_info(named)
-
