@@ -262,7 +262,7 @@ def bench_freshness(args, lake) -> None:
                   f"{_percentile(seconds_each, 0.5):.1f}s max {seconds_each[-1]:.1f}s; a round's phases on average "
                   "(threads' seconds add up): " + ", ".join(f"{k} {v:.1f}s" for k, v in phases.items()), flush=True)
         # Last: the figures above are printed even where the check fails (or the bench's own session runs out of
-        # memory reading a thousand tables, as it did once before the check freed its caches per chunk).
+        # memory reading a thousand tables, as it once did when the check came first).
         check_tables(lake.spark, target, merged(first, upstream.model()))
         print("  tables equal upstream", flush=True)
 

@@ -125,6 +125,12 @@ def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency
     return {"wall": wall, "peak": peak / 1024, "batch": batch, "spark_up": spark_up, "phases": phases}
 
 
+def _forget_delta_logs(spark) -> None:
+    """Delta keeps the log and snapshot state of every table the session has read (all 1,000 of a 1,000-table
+    run): a thousand-table check ran the bench's own session out of heap on 2026-12-02 (its cause not isolated)."""
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+
+
 def check_tables(spark, target: Path, stream: streams.Stream) -> None:
     """Every table of `target` equals the stream's model of it (rows and values); raises if not. Compared by
     Spark both ways (`exceptAll`), a hundred tables at a time."""
@@ -133,6 +139,7 @@ def check_tables(spark, target: Path, stream: streams.Stream) -> None:
     from pyspark.sql import functions as F
 
     tables = sorted(stream.rows)
+    _forget_delta_logs(spark)  # (what the caller read before too: the freshness section's history of every table)
     for start in range(0, len(tables), 100):
         chunk = tables[start:start + 100]
         model = spark.createDataFrame(
@@ -145,10 +152,7 @@ def check_tables(spark, target: Path, stream: streams.Stream) -> None:
         missing, extra = model.exceptAll(got).count(), got.exceptAll(model).count()
         if missing or extra:
             raise AssertionError(f"tables {chunk[0]}..{chunk[-1]}: {missing} model rows missing, {extra} rows not in the model")
-        # Delta keeps the log and snapshot state of every table it has read (up to 1,000 of them): a thousand-table
-        # check ran the bench's own session out of heap on 2026-12-02, its cause not isolated; this frees what Delta
-        # holds between chunks.
-        spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+        _forget_delta_logs(spark)
 
 
 def _floor(spark, work: Path, stream: streams.Stream, concurrency: int) -> float:

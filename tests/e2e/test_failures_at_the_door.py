@@ -88,7 +88,7 @@ def _java_child(pid: int) -> int | None:
 @pytest.mark.one_pair("how the command line reports a Spark JVM that died: the same Python on both pairs; on the oldest "
                       "side, which finishes sooner (CI time: about 30 s moved)", pair="oldest")
 def test_a_spark_jvm_killed_mid_run_exits_8_in_one_line_and_the_next_run_resumes(spark, kafka, tmp_path, unique):
-    """About 75 s in CI: a job process of its own, whose cold Spark JVM starts under the other side's load (Py4J's
+    """30-60 s in CI: a job process of its own, whose cold Spark JVM starts under the other side's load (Py4J's
     errors are only real where a JVM really dies), then a run in this process that applies the stream."""
     # Setup: the demo stream in batches of 10 messages; the job as a process; once it has logged its first
     # round, its Spark JVM (only that, not the Python process) is killed, as the kernel's OOM killer would.
