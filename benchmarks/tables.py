@@ -139,8 +139,8 @@ def check_tables(spark, target: Path, stream: streams.Stream) -> None:
     from pyspark.sql import functions as F
 
     tables = sorted(stream.rows)
-    _forget_delta_logs(spark)  # (what the caller read before too: the freshness section's history of every table)
     for start in range(0, len(tables), 100):
+        _forget_delta_logs(spark)  # (the first time, what the caller read: the freshness section's every history)
         chunk = tables[start:start + 100]
         model = spark.createDataFrame(
             [(f"{d}.{t}", *row) for d, t in chunk for row in stream.rows[d, t].values()],
@@ -152,7 +152,6 @@ def check_tables(spark, target: Path, stream: streams.Stream) -> None:
         missing, extra = model.exceptAll(got).count(), got.exceptAll(model).count()
         if missing or extra:
             raise AssertionError(f"tables {chunk[0]}..{chunk[-1]}: {missing} model rows missing, {extra} rows not in the model")
-        _forget_delta_logs(spark)
 
 
 def _floor(spark, work: Path, stream: streams.Stream, concurrency: int) -> float:
