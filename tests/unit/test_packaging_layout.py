@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import configparser
 import json
+import os
 import re
 import subprocess
 import sys
@@ -36,11 +37,7 @@ def test_setup_cfg_lists_every_product_package_under_ticdc_delta():
 
 def test_nothing_imports_a_product_folder_by_its_bare_name():
     # Expect: product, tests, testbed, benchmarks and notebooks import the product as `ticdc_delta.*` only.
-    texts = {
-        path: path.read_text()
-        for path in ROOT.rglob("*.py")
-        if not any(part.startswith(".") for part in path.relative_to(ROOT).parts)
-    }
+    texts = {path: path.read_text() for path in _sources(ROOT)}
     for notebook in (ROOT / "notebooks").glob("*.ipynb"):
         cells = json.loads(notebook.read_text())["cells"]
         texts[notebook] = "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
@@ -48,6 +45,16 @@ def test_nothing_imports_a_product_folder_by_its_bare_name():
     offenders = [f"{path.relative_to(ROOT)}: {m.group(0).strip()}" for path, text in texts.items()
                  for m in _BARE_IMPORT.finditer(text)]
     assert offenders == []
+
+
+def _sources(root: Path) -> list[Path]:
+    """The checkout's Python files, not descending into hidden folders: `.cache` holds the downloads (Ivy, Maven,
+    uv), whose temporary folders another test's install may remove while the walk is in them (CI, 2026-12-02)."""
+    found = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+        found += [Path(folder) / name for name in files if name.endswith(".py")]
+    return found
 
 
 def test_a_users_own_jobs_package_does_not_shadow_the_product(tmp_path):
