@@ -49,7 +49,7 @@ def test_nothing_imports_a_product_folder_by_its_bare_name():
 
 def _sources(root: Path) -> list[Path]:
     """The checkout's Python files, not descending into hidden folders: `.cache` holds the downloads (Ivy, Maven,
-    uv), whose temporary folders another test's install may remove while the walk is in them (CI, 2026-12-02)."""
+    uv), whose temporary folders another test's install may remove while the walk is in them (a clean clone's run, 2026-12-02)."""
     found = []
     for folder, subfolders, files in os.walk(root):
         subfolders[:] = [name for name in subfolders if not name.startswith(".")]
