@@ -7,7 +7,8 @@ the order alternating from round to round so that a slow minute of the machine f
 creates each target's tables and is left out of the medians. The second configuration is the product's
 defaults plus the `--short-vs KEY=VALUE` settings (as `--table-also`: a [run] key, or SECTION.KEY); by default
 Spark's own code generation (what short runs did before session 20). Printed per round and as medians: the
-job's wall time, when Spark was up, the batch, what the run spends outside it; then the ratio of the medians.
+job's wall time, when Spark was up, the batch, what the run spends outside it, the batch's phases (the metrics
+record's `stage_seconds`); then the ratio of the medians.
 Each table is then compared with the stream's model.
 """
 
@@ -64,6 +65,11 @@ def bench_short_runs(args, lake) -> None:
             m = medians[name]
             print(f"  {name:8} medians: job {m['wall']:5.1f}s, Spark up at {m['spark_up']:4.1f}s, batch {m['batch']:5.1f}s, "
                   f"outside the batch {m['outside']:5.1f}s; tables equal upstream", flush=True)
+            phases = sorted({phase for run in later for phase in run["phases"]})
+            medians_of_phases = {p: statistics.median(run["phases"].get(p, 0.0) for run in later) for p in phases}
+            print(f"  {name:8} the batch's phases (medians): " + ", ".join(
+                f"{p} {s:.1f}s" for p, s in sorted(medians_of_phases.items(), key=lambda item: -item[1]) if s >= 0.05),
+                flush=True)
         print("  defaults / vs: job {:.2f}x, outside the batch {:.2f}x".format(
             medians["defaults"]["wall"] / medians["vs"]["wall"], medians["defaults"]["outside"] / medians["vs"]["outside"]),
             flush=True)

@@ -125,6 +125,10 @@ class RunConfig:
     lease_seconds: float = 60.0
     # Where messages are read and decoded (ENGINES); the guarantees are the same.
     engine: str = "driver"
+    # The Spark engine: a batch of at most this many messages is read and decoded on the driver (as the
+    # driver engine's) and staged in one write, without Spark's Kafka source and the executors' round trip,
+    # seconds a batch (jobs.spark_engine.intake); larger batches are decoded on the executors. 0: all are.
+    driver_decode_max_messages: int = 10_000
     # How many tables' changes are merged at once (apply.table_pool): their Delta commits are independent
     # and mostly waiting, so many tables a batch cost little more than one.
     apply_concurrency: int = 8
@@ -146,6 +150,10 @@ class RunConfig:
         require_positive("run.max_pending_events", self.max_pending_events)
         require_positive("run.lease_seconds", self.lease_seconds)
         require_bool("run.skip_when_caught_up", self.skip_when_caught_up)
+        if not isinstance(self.driver_decode_max_messages, int) or isinstance(self.driver_decode_max_messages, bool) \
+                or self.driver_decode_max_messages < 0:
+            raise ConfigError("run.driver_decode_max_messages: must be a whole number of at least 0, got "
+                              f"{self.driver_decode_max_messages!r}")
         require_bool("run.append_new_keys", self.append_new_keys)
         if not isinstance(self.apply_concurrency, int) or isinstance(self.apply_concurrency, bool) or self.apply_concurrency < 1:
             raise ConfigError(f"run.apply_concurrency: must be a whole number of at least 1, got {self.apply_concurrency!r}")

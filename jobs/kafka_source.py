@@ -44,6 +44,8 @@ _COORDINATOR_MOVING = {
 # librdkafka's reports that it reaches no broker (it keeps reconnecting on its own).
 _NO_BROKER = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE}
 _PROBE_TIMEOUT = 1.0
+# Longest wait of one consume when reading offset ranges (`read`): their messages are there already.
+_READ_POLL_SECONDS = 0.5
 # A synchronous offset commit with no group coordinator reachable waits up to session.timeout.ms
 # (librdkafka's default 45 s) before failing. The job never joins its group (it assigns partitions
 # itself), so that setting has no other use here: a short one lets a commit during a broker outage fail
@@ -376,6 +378,62 @@ class KafkaSource:
         for (topic, partition), offset in last.items():
             self._next[TopicPartition(topic, partition)] = offset + 1
         return out
+
+    def read(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> list[RawMessage]:
+        """The messages of `ranges` (per partition: from, up to), read here (the Spark engine's small batches,
+        which `advance` then notes). Nothing past a range's end is kept; a range's start Kafka no longer holds
+        (retention) is an error, as for Spark's Kafka source (`failOnDataLoss`): librdkafka would silently
+        start at the earliest offset instead. An outage is waited out as a poll's is."""
+        wanted = {tp: r for tp, r in ranges.items() if r[1] > r[0]}
+        if not wanted:
+            return []
+        self._consumer.assign([KafkaPartition(tp.topic, tp.partition, start) for tp, (start, _) in wanted.items()])
+        reached = {tp: start for tp, (start, _) in wanted.items()}
+        first: dict[TopicPartition, int] = {}
+        out: list[RawMessage] = []
+        try:
+            while any(reached[tp] < end for tp, (_, end) in wanted.items()):
+                messages = self._consumer.consume(num_messages=10_000, timeout=_READ_POLL_SECONDS)
+                self._raise_if_refused()
+                if messages:
+                    self._unreachable_since = self._suspected_since = None
+                for message in messages:
+                    error = message.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            continue
+                        if error.fatal() or not error.retriable():
+                            raise SourceError(f"reading {message.topic()}[{message.partition()}] failed: {error}")
+                        log.warning("transient Kafka error: %s", error)
+                        continue
+                    tp, offset = TopicPartition(message.topic(), message.partition()), message.offset()
+                    start, end = wanted.get(tp, (0, 0))
+                    if not start <= offset < end or offset < reached[tp]:
+                        continue  # fetched past the range (or again): the next batch reads it
+                    first.setdefault(tp, offset)
+                    reached[tp] = offset + 1
+                    out.append(RawMessage(tp.topic, tp.partition, offset, message.key(), message.value()))
+                if not messages:
+                    self._note_steps_over(wanted, reached)
+                    self.waiting_for_broker()  # raises once no broker answered for too long
+        finally:
+            self._consumer.unassign()  # no fetching ahead between batches
+        for tp, (start, end) in wanted.items():
+            # (no message at all: the consumer may have jumped to the end, auto.offset.reset = latest)
+            if first.get(tp, end) > start and self._offset_range(tp)[0] > start:
+                raise SourceError(
+                    f"{tp.topic} partition {tp.partition}: offsets from {start} were removed from Kafka (retention) before they were read; "
+                    "their changes are lost to this consumer: load the tables again from a snapshot (docs/snapshot-and-as-of.md)"
+                )
+        return out
+
+    def _note_steps_over(self, wanted: Mapping[TopicPartition, tuple[int, int]], reached: dict[TopicPartition, int]) -> None:
+        """Offsets no message is delivered for (transaction markers, compacted away): position() steps over them."""
+        positions = self._consumer.position([KafkaPartition(tp.topic, tp.partition) for tp in wanted])
+        for p in positions:
+            tp = TopicPartition(p.topic, p.partition)
+            if p.offset >= 0:
+                reached[tp] = max(reached[tp], min(p.offset, wanted[tp][1]))
 
     def next_offsets(self) -> dict[TopicPartition, int]:
         """Per partition, the offset after the last message read."""

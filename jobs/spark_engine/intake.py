@@ -10,13 +10,15 @@ Per batch:
 3. the messages the executors handed back (BOOTSTRAP, DDL, watermarks, rows waiting for their
    structure, bad input) decoded by the driver's decoder in partition and offset order: watermarks to
    the gate, schema changes and rows to the staging table, bad input to the policy;
+   a batch of at most `run.driver_decode_max_messages` is instead read by the driver's Kafka consumer and
+   decoded there as a whole (steps 1-3 at once), then staged in the same one commit;
 4. the release: everything of each topic at or below its watermark (offset ordering: everything), in
    runs of one table and structure between schema changes, applied by the same applier (one MERGE of
    net changes per run, built by Spark; DDL barriers, replays, applied points, idempotent writes);
 5. dead letters, the release removed from the staging table, the checkpoint (offsets at the batch's
    end: everything before them is staged or applied), Kafka offsets.
 
-Memory on the driver is the messages handed back and one row per run, whatever the lag: waiting
+Memory on the driver is the messages handed back (a small batch: its messages) and one row per run, whatever the lag: waiting
 events are in Delta. A crash anywhere loses nothing: a batch not checkpointed is read and staged again
 (replacing its first staging), applied events are known by each table's applied point.
 """
@@ -105,9 +107,31 @@ class SparkIntake:
         return all(offset >= ends.get(tp, 0) for tp, offset in self._source.next_offsets().items())
 
     def take(self, ranges: _Ranges, gate: Gate, bad_input: BadInput) -> None:
-        """Read, decode on the executors and stage a batch; decode what they handed back."""
+        """Read, decode and stage a batch: on the driver if small, else on the executors (the driver decoding
+        what they handed back)."""
         if not ranges:
             return
+        if len(ranges) <= self._config.run.driver_decode_max_messages:
+            self._take_on_driver(ranges, gate, bad_input)
+        else:
+            self._take_on_executors(ranges, gate, bad_input)
+        self._source.advance({tp: end for tp, (_, end) in ranges.items()})
+        if self._progress is not None:
+            self._progress.read(self._source.next_offsets())
+
+    def _take_on_driver(self, ranges: _Ranges, gate: Gate, bad_input: BadInput) -> None:
+        """A small batch, read and decoded here as the driver engine's, staged in one write. Spark's Kafka
+        source, the executors' Python workers and the handed-back messages' read cost seconds however few
+        the messages; the staging table and what follows are the same."""
+        with self._times.phase("kafka_poll"):
+            messages = self._source.read(ranges)
+        staged: list = []
+        with self._times.phase("decode"):
+            self._decode(messages, gate, staged, bad_input)
+            self._staging.stage_events(staged, ranges)
+        log.debug("read, decoded and staged %d messages on the driver", len(messages))
+
+    def _take_on_executors(self, ranges: _Ranges, gate: Gate, bad_input: BadInput) -> None:
         spec = WorkerSpec(
             self._config.protocol, self._config.types, self._decoder.state(),
             worker_payload(self._config.protocol, self._decoder),
@@ -119,22 +143,23 @@ class SparkIntake:
             handed_back = self._staging.handed_back(ranges)
         staged: list = []
         with self._times.phase("decode"):
-            for message in handed_back:
-                try:
-                    events = self._decoder.decode(message)
-                except DecodeError as err:
-                    bad_input(err)
-                    continue
-                for event in events:
-                    self._route(event, gate, staged)
-            for err in self._decoder.take_errors():
-                bad_input(err)
+            self._decode(handed_back, gate, staged, bad_input)
         with self._times.phase("gate"):
             self._staging.append(staged)
-        self._source.advance({tp: end for tp, (_, end) in ranges.items()})
-        if self._progress is not None:
-            self._progress.read(self._source.next_offsets())
         log.debug("staged %d messages; the driver decoded %d of them", len(ranges), len(handed_back))
+
+    def _decode(self, messages: list, gate: Gate, staged: list, bad_input: BadInput) -> None:
+        """Decode `messages` in order with the driver's decoder: watermarks to the gate, what is staged to `staged`."""
+        for message in messages:
+            try:
+                events = self._decoder.decode(message)
+            except DecodeError as err:
+                bad_input(err)
+                continue
+            for event in events:
+                self._route(event, gate, staged)
+        for err in self._decoder.take_errors():
+            bad_input(err)
 
     def _route(self, event, gate: Gate, staged: list) -> None:
         if event.__class__ is Watermark:

@@ -155,8 +155,32 @@ class StagingTable:
 
         self._sql.run(write, what=f"stage into {self._name}")
 
+    def stage_events(self, events: Iterable, ranges: Mapping[TopicPartition, tuple[int, int]]) -> None:
+        """Stage a batch the driver decoded, as `stage` does the executors' records: those of `ranges` replace
+        what was staged from these offsets on (one commit, also with none); rows of earlier offsets (released
+        from parking: their messages' offsets are held back, so a restart reads them again) are appended."""
+        in_ranges: list[tuple] = []
+        earlier: list[tuple] = []
+        for record in self._records_of(events):
+            start = ranges.get(TopicPartition(record[1], record[2]), (None,))[0]
+            (in_ranges if start is not None and record[3] >= start else earlier).append(record)
+        self.stage(self._sql.spark.createDataFrame(in_ranges, schema=_COLUMNS), ranges)
+        self._insert(earlier)
+
     def append(self, events: Iterable) -> int:
         """Stage events the driver decoded (schema changes, rows released from parking): one commit, if any."""
+        records = self._records_of(events)
+        self._insert(records)
+        return len(records)
+
+    def _insert(self, records: list[tuple]) -> None:
+        if records:
+            self.ensure()
+            with self._sql.view(records, _COLUMNS) as source:
+                self._sql.run(f"INSERT INTO {self._name} SELECT * FROM {source}", what=f"append to {self._name}")
+
+    def _records_of(self, events: Iterable) -> list[tuple]:
+        """Staged records of events in order: a position's events numbered by `seq`, each structure rows name once."""
         records: list[tuple] = []
         seqs: dict[tuple, int] = {}
         refs: set[str] = set()
@@ -164,12 +188,7 @@ class StagingTable:
             seq = seqs.get(event.position, 0)
             seqs[event.position] = seq + 1
             records += self._records(event, seq, refs)
-        if records:
-            self.ensure()
-            schema = ", ".join(f"`{name}` {kind}" for name, _, kind in STAGED_FIELDS)
-            with self._sql.view(records, schema) as source:
-                self._sql.run(f"INSERT INTO {self._name} SELECT * FROM {source}", what=f"append to {self._name}")
-        return len(records)
+        return records
 
     def _records(self, event, seq: int, refs: set[str]) -> list[tuple]:
         position = event.position

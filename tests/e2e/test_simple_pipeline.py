@@ -318,12 +318,15 @@ def test_bad_message_fails_the_job_naming_its_position(spark, kafka, tmp_path, u
     publish(kafka, topic, feed.messages[4:])
     bad_offset = sum(1 for m in feed.messages[:4] if m.partition == 1)
 
+    # The Spark engine's variant decodes on the executors, which hand the bad message back to the driver.
+    on_executors = {"run": _ON_EXECUTORS} if engine == "spark" else {}
     with pytest.raises(DecodeError) as failure:
-        run_job(spark, kafka, topic, target, group, engine=engine)
+        run_job(spark, kafka, topic, target, group, engine=engine, **on_executors)
     assert f"{topic} partition 1 offset {bad_offset}" in str(failure.value)
     assert "not JSON" in failure.value.reason
 
-    result = run_job(spark, kafka, topic, target, group, policy={"on_bad_message": "dead-letter"}, engine=engine)
+    result = run_job(spark, kafka, topic, target, group, policy={"on_bad_message": "dead-letter"}, engine=engine,
+                     **on_executors)
     assert result.dead_letters == 1
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
     (letter,) = spark.table(f"delta.`{target}/_ticdc/dead_letters`").collect()
@@ -501,6 +504,12 @@ def _sources_held_in_memory(monkeypatch) -> list[int]:
 
 
 def _spark_built_sources(engine: str) -> dict:
-    """The job's settings under which the Spark engine builds each MERGE source with Spark (a release of more
-    than one row is not merged from the driver's memory); none for the driver engine (whose events would spill)."""
-    return {"run": {"max_pending_events": 1}} if engine == "spark" else {}
+    """The job's settings under which the Spark engine takes its large batches' path: messages decoded on the
+    executors and each MERGE source built by Spark (a release of more than one row is not merged from the
+    driver's memory); none for the driver engine (whose events would spill)."""
+    return {"run": {"max_pending_events": 1, **_ON_EXECUTORS}} if engine == "spark" else {}
+
+
+# The Spark engine decodes its batches on the executors, however small (they are read and decoded on the driver
+# by default: `run.driver_decode_max_messages`).
+_ON_EXECUTORS = {"driver_decode_max_messages": 0}

@@ -52,6 +52,7 @@ def test_killed_while_staging_a_batch_then_restarted_gives_the_exact_tables(spar
     def sections(target, group):
         values = fault_kills.job_sections(kafka.bootstrap_servers, scene, target, group, BATCH)
         values["run"]["engine"] = "spark"
+        values["run"]["driver_decode_max_messages"] = 0  # its batches decoded on the executors, however small
         values["checkpoint"] = {"cleanup_every": 2}  # the staging table's cleanup too, killed in it or not
         values["spark.conf"] = TEST_SESSION_CONF
         return values
