@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 
 _NEVER = 1 << 64
+_LARGEST_STORED = (1 << 63) - 1  # the spill store's largest commitTs (SQLite's integers are 64-bit signed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,11 @@ class Gate(ABC):
     @abstractmethod
     def restore(self, watermarks: Mapping[TopicPartition, int]) -> None:
         """Start from watermarks saved by `safe_watermarks`."""
+
+    @abstractmethod
+    def take_waiting(self) -> list[Event]:
+        """Every event still waiting, taken out in the order a release would give them (the Spark engine
+        stages what a batch it kept in memory left waiting)."""
 
     @abstractmethod
     def __len__(self) -> int: ...
@@ -309,6 +315,15 @@ class WatermarkGate(Gate):
             lowest[tp] = min(lowest.get(tp, pos.offset), pos.offset)
         return lowest
 
+    def take_waiting(self) -> list[Event]:
+        items, self._buffer = self._buffer, []
+        if self._spill:
+            spilled = list(self._spill.up_to(_LARGEST_STORED))
+            self._spill.remove([arrival for _, arrival, _ in spilled])
+            items += spilled
+        self._next_check = self._check_after()
+        return [event for _, _, event in sorted(items)]
+
     def close(self) -> None:
         super().close()
         if self._spill is not None:
@@ -374,6 +389,10 @@ class ArrivalGate(Gate):
 
     def watermarks(self) -> dict[str, int]:
         return {}
+
+    def take_waiting(self) -> list[Event]:
+        events, self._buffer = self._buffer, []
+        return events
 
     def pending_offsets(self) -> dict[TopicPartition, int]:
         return {}

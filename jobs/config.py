@@ -126,8 +126,9 @@ class RunConfig:
     # Where messages are read and decoded (ENGINES); the guarantees are the same.
     engine: str = "driver"
     # The Spark engine: a batch of at most this many messages is read and decoded on the driver (as the
-    # driver engine's) and staged in one write, without Spark's Kafka source and the executors' round trip,
-    # seconds a batch (jobs.spark_engine.intake); larger batches are decoded on the executors. 0: all are.
+    # driver engine's), without Spark's Kafka source and the executors' round trip, seconds a batch, and
+    # staged in one write or, with nothing staged, applied from memory (jobs.spark_engine.intake); larger
+    # batches are decoded on the executors. 0: all are.
     driver_decode_max_messages: int = 10_000
     # How many tables' changes are merged at once (apply.table_pool): their Delta commits are independent
     # and mostly waiting, so many tables a batch cost little more than one.

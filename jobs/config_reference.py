@@ -70,7 +70,7 @@ MEANINGS: dict[str, str] = {
     "target.table_features": "Delta features of the tables the job creates: `compatible` (every Delta reader opens them: delta-rs, Polars, pandas; renames, drops and type changes rewrite the table) or `full` (column mapping, deletion vectors, type widening on Spark 4; Spark/Databricks readers only). See \"Who can read the tables\"",
     "run.mode": "`until-idle` or `continuous`",
     "run.engine": "`driver` (the job's Python process reads and decodes) or `spark` (Spark's Kafka source, decoding on the executors, waiting events staged in Delta; see The Spark engine)",
-    "run.driver_decode_max_messages": "the Spark engine: a batch of at most this many messages is read and decoded by the job's Python process and staged in one write, as fast as the driver engine's (Spark's Kafka source and decoding on the executors cost seconds a batch, however small); larger batches are decoded on the executors. 0: every batch on the executors (see \"The Spark engine\")",
+    "run.driver_decode_max_messages": "the Spark engine: a batch of at most this many messages is read and decoded by the job's Python process (Spark's Kafka source and decoding on the executors cost seconds a batch, however small) and staged in one write, or, while the staging table is empty, applied from memory as the driver engine's, staging only what is left waiting; larger batches are decoded on the executors. 0: every batch on the executors (see \"The Spark engine\")",
     "run.batch_max_messages": "a batch closes at this many messages ...",
     "run.batch_max_seconds": "... or after this long",
     "run.idle_timeout_seconds": "until-idle: stop if no message arrives for this long before the end offsets are reached",

@@ -11,7 +11,9 @@ Per batch:
    structure, bad input) decoded by the driver's decoder in partition and offset order: watermarks to
    the gate, schema changes and rows to the staging table, bad input to the policy;
    a batch of at most `run.driver_decode_max_messages` is instead read by the driver's Kafka consumer and
-   decoded there as a whole (steps 1-3 at once), then staged in the same one commit;
+   decoded there as a whole (steps 1-3 at once), then staged in the same one commit; or, while the staging
+   table holds nothing, its events wait in the gate as the driver engine's, and only what is still waiting
+   after step 4 is staged (one append), so such a batch reads and writes no staging when all is complete;
 4. the release: everything of each topic at or below its watermark (offset ordering: everything), in
    runs of one table and structure between schema changes, applied by the same applier (one MERGE of
    net changes per run, built by Spark; DDL barriers, replays, applied points, idempotent writes);
@@ -86,12 +88,19 @@ class SparkIntake:
         self._release: Release | None = None
         self._limits: dict[str, int] | None = None
         self._waiting = 0
+        # The staging table holds nothing: it held nothing at `open`, or a release left nothing waiting, and
+        # nothing was staged since (this process is its only writer).
+        self._empty = False
+        # This batch's events wait in the gate, in memory (`_take_on_driver`); what is left is staged at `settle`.
+        self._in_memory = False
+        self._gate: Gate | None = None
 
     def open(self, resume: Mapping[TopicPartition, int] | None) -> dict[str, list[int]]:
         partitions = self._source.plan(resume)
         log.info("reading %s with Spark's Kafka source from %s", ", ".join(map(str, self._source.next_offsets())),
                  {str(tp): o for tp, o in self._source.next_offsets().items()})
-        self._staging.ensure()
+        # Nothing staged (no waiting event, nothing an earlier try staged): the first batch may wait in memory.
+        self._empty = self._staging.is_empty()
         return partitions
 
     def collect(self, until_idle: bool) -> _Ranges:
@@ -109,27 +118,38 @@ class SparkIntake:
     def take(self, ranges: _Ranges, gate: Gate, bad_input: BadInput) -> None:
         """Read, decode and stage a batch: on the driver if small, else on the executors (the driver decoding
         what they handed back)."""
+        small = len(ranges) <= self._config.run.driver_decode_max_messages
+        self._in_memory, self._gate = self._empty and small, gate
         if not ranges:
             return
-        if len(ranges) <= self._config.run.driver_decode_max_messages:
+        if small:
             self._take_on_driver(ranges, gate, bad_input)
         else:
+            self._empty = False
             self._take_on_executors(ranges, gate, bad_input)
         self._source.advance({tp: end for tp, (_, end) in ranges.items()})
         if self._progress is not None:
             self._progress.read(self._source.next_offsets())
 
     def _take_on_driver(self, ranges: _Ranges, gate: Gate, bad_input: BadInput) -> None:
-        """A small batch, read and decoded here as the driver engine's, staged in one write. Spark's Kafka
-        source, the executors' Python workers and the handed-back messages' read cost seconds however few
-        the messages; the staging table and what follows are the same."""
+        """A small batch, read and decoded here as the driver engine's. Spark's Kafka source, the executors'
+        Python workers and the handed-back messages' read cost seconds however few the messages.
+
+        With nothing staged, its events wait in the gate, as the driver engine's: what is complete is applied
+        from memory, and only what is left waiting is staged (`settle`), so a batch whose every event is
+        complete writes and reads no staging at all. Otherwise they are staged in one commit with the rest."""
         with self._times.phase("kafka_poll"):
             messages = self._source.read(ranges)
         staged: list = []
         with self._times.phase("decode"):
             self._decode(messages, gate, staged, bad_input)
-            self._staging.stage_events(staged, ranges)
-        log.debug("read, decoded and staged %d messages on the driver", len(messages))
+            if self._in_memory:
+                for event in staged:
+                    gate.add(event)
+            else:
+                self._staging.stage_events(staged, ranges)
+        log.debug("read and decoded %d messages on the driver; %s", len(messages),
+                  "their events wait in memory" if self._in_memory else "staged")
 
     def _take_on_executors(self, ranges: _Ranges, gate: Gate, bad_input: BadInput) -> None:
         spec = WorkerSpec(
@@ -179,14 +199,30 @@ class SparkIntake:
         self._limits = gate.watermarks() if ordering is Ordering.COMMIT_TS else None
         if self._limits:
             self._ddl_copies.forget_through(min(self._limits.values()))
+        if self._in_memory:
+            # As the driver engine's (`jobs.intake.DriverIntake.releases`): in slices of at most a batch.
+            while True:
+                with self._times.phase("gate"):
+                    released = gate.release(holds, self._config.run.batch_max_messages)
+                yield released
+                if not released.more:
+                    return
         with self._times.phase("gate"):
             self._release = self._staging.release(self._limits, holds)
         self._waiting = self._release.waiting
         yield Released(self._release.for_applier(ordering), self._limits or {})
 
     def settle(self, ranges: _Ranges, holds: Mapping[TableName, int]) -> None:
+        if self._in_memory:
+            # What the batch left waiting is staged now (the checkpoint that follows passes its offsets).
+            left = self._gate.take_waiting()
+            with self._times.phase("gate"):
+                self._staging.append(left)
+            self._waiting, self._empty, self._in_memory = len(left), not left, False
+            return
         with self._times.phase("gate"):
             self._staging.remove(self._release, ranges, self._limits, holds)
+        self._empty = self._release.waiting == 0
 
     def waiting(self, gate: Gate) -> int:
         return self._waiting

@@ -135,6 +135,11 @@ class StagingTable:
     def frame(self) -> DataFrame:
         return self._sql.table(self._name)
 
+    def is_empty(self) -> bool:
+        """Whether the table holds no record at all (Delta answers a whole table's count from its log)."""
+        self.ensure()
+        return self._sql.sql(f"SELECT COUNT(*) FROM {self._name}").collect()[0][0] == 0
+
     # --- staging a batch ---------------------------------------------------------
 
     def stage(self, decoded: DataFrame, ranges: Mapping[TopicPartition, tuple[int, int]]) -> None:

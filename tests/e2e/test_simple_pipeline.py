@@ -209,8 +209,11 @@ def test_rows_waiting_for_their_schema_are_not_taken_for_replays_once_it_arrives
     # Expect: the first run marks the table applied only up to just before the waiting rows (not through
     # the watermark), so the second run applies them instead of skipping them as replays. The Spark engine's
     # releases, small, are merged from rows read into the driver (`StagingTable._held_rows`), the rows still
-    # waiting left out of them.
+    # waiting left out of them; its batches decoded on the executors (the rows waiting for their schema handed
+    # back to the driver), so they are staged (a small batch decoded on the driver into an empty staging
+    # table waits in memory instead).
     held = _sources_held_in_memory(monkeypatch) if engine == "spark" else []
+    on_executors = {"run": {"idle_timeout_seconds": 5.0, **_ON_EXECUTORS}} if engine == "spark" else {}
     feed = items_feed()
     with feed.transaction() as txn:
         for i in range(10):
@@ -225,14 +228,15 @@ def test_rows_waiting_for_their_schema_are_not_taken_for_replays_once_it_arrives
     topic, target = f"held-{unique}", str(tmp_path)
     publish(kafka, topic, feed.messages)
 
-    first = run_job(spark, kafka, topic, target, f"g-{unique}", run={"idle_timeout_seconds": 5.0}, engine=engine)
+    first = run_job(spark, kafka, topic, target, f"g-{unique}", engine=engine,
+                    **(on_executors or {"run": {"idle_timeout_seconds": 5.0}}))
     assert first.rows_applied == 10 and first.waiting == 6
 
     feed.messages.clear()
     feed.bootstrap("shop", "items")
     feed.watermark()
     publish(kafka, topic, feed.messages)
-    second = run_job(spark, kafka, topic, target, f"g-{unique}", engine=engine)
+    second = run_job(spark, kafka, topic, target, f"g-{unique}", engine=engine, **on_executors)
     assert second.rows_applied == 6 and second.replays_skipped == 0
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL + ", stock INT")
     if engine == "spark":

@@ -155,3 +155,24 @@ def test_events_beyond_the_memory_budget_wait_on_disk_and_come_back_in_order(tmp
     assert released == expected and len(gate) == 0 and gate.pending_offsets() == {}
     gate.close()
     assert not list(tmp_path.iterdir())
+
+
+def test_waiting_events_are_taken_out_in_release_order_from_memory_and_disk(tmp_path):
+    # Setup: 20 rows out of commitTs order with room for 4 in memory (the rest spilled), partition 1 lagging;
+    # rows up to 60 released. Expect: `take_waiting` returns every row not released, in (commitTs, arrival)
+    # order, from memory and disk alike, and leaves the gate empty: nothing pending, nothing released after.
+    gate = WatermarkGate({"a": [0, 1]}, max_in_memory=4, spill_dir=str(tmp_path))
+    rows = [row(100 - (i * 7) % 20 * 3, i % 2, i) for i in range(20)]
+    for event in rows:
+        gate.add(event)
+    gate.add(mark(60, 0, 100))
+    gate.add(mark(60, 1, 100))
+    released = gate.release().events
+    assert released and all(e.commit_ts <= 60 for e in released)
+    waiting = gate.take_waiting()
+    assert waiting == sorted((e for e in rows if e.commit_ts > 60), key=lambda e: (e.commit_ts, rows.index(e)))
+    assert len(gate) == 0 and gate.pending_offsets() == {}
+    gate.add(mark(500, 0, 101))
+    gate.add(mark(500, 1, 101))
+    assert gate.release().events == []
+    gate.close()
