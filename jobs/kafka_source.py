@@ -46,6 +46,8 @@ _NO_BROKER = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._R
 _PROBE_TIMEOUT = 1.0
 # Longest wait of one consume when reading offset ranges (`read`): their messages are there already.
 _READ_POLL_SECONDS = 0.5
+# A range's messages not coming this long while a broker answers: they are gone (`read`).
+_READ_STALL_SECONDS = 60.0
 # A synchronous offset commit with no group coordinator reachable waits up to session.timeout.ms
 # (librdkafka's default 45 s) before failing. The job never joins its group (it assigns partitions
 # itself), so that setting has no other use here: a short one lets a commit during a broker outage fail
@@ -391,8 +393,17 @@ class KafkaSource:
         reached = {tp: start for tp, (start, _) in wanted.items()}
         first: dict[TopicPartition, int] = {}
         out: list[RawMessage] = []
+        progressed = time.monotonic()
         try:
             while any(reached[tp] < end for tp, (_, end) in wanted.items()):
+                if time.monotonic() - progressed > _READ_STALL_SECONDS:
+                    short = ", ".join(f"{tp.topic} partition {tp.partition} at {reached[tp]} of {end}"
+                                      for tp, (_, end) in wanted.items() if reached[tp] < end)
+                    raise SourceError(
+                        f"reading {short}: no message for {_READ_STALL_SECONDS:g}s though the broker answers (the "
+                        "partition lost messages it had reported, e.g. an unclean leader election); the job stops "
+                        "with nothing of the batch applied: check the topic, then run again"
+                    )
                 messages = self._consumer.consume(num_messages=10_000, timeout=_READ_POLL_SECONDS)
                 self._raise_if_refused()
                 if messages:
@@ -412,10 +423,11 @@ class KafkaSource:
                         continue  # fetched past the range (or again): the next batch reads it
                     first.setdefault(tp, offset)
                     reached[tp] = offset + 1
+                    progressed = time.monotonic()
                     out.append(RawMessage(tp.topic, tp.partition, offset, message.key(), message.value()))
                 if not messages:
-                    self._note_steps_over(wanted, reached)
-                    self.waiting_for_broker()  # raises once no broker answered for too long
+                    if self._note_steps_over(wanted, reached) or self.waiting_for_broker():
+                        progressed = time.monotonic()  # (an outage has its own limit, which raises)
         finally:
             self._consumer.unassign()  # no fetching ahead between batches
         for tp, (start, end) in wanted.items():
@@ -427,13 +439,16 @@ class KafkaSource:
                 )
         return out
 
-    def _note_steps_over(self, wanted: Mapping[TopicPartition, tuple[int, int]], reached: dict[TopicPartition, int]) -> None:
-        """Offsets no message is delivered for (transaction markers, compacted away): position() steps over them."""
-        positions = self._consumer.position([KafkaPartition(tp.topic, tp.partition) for tp in wanted])
-        for p in positions:
+    def _note_steps_over(self, wanted: Mapping[TopicPartition, tuple[int, int]], reached: dict[TopicPartition, int]) -> bool:
+        """Offsets no message is delivered for (transaction markers, compacted away): position() steps over them.
+        Whether that moved any partition on."""
+        moved = False
+        for p in self._consumer.position([KafkaPartition(tp.topic, tp.partition) for tp in wanted]):
             tp = TopicPartition(p.topic, p.partition)
-            if p.offset >= 0:
-                reached[tp] = max(reached[tp], min(p.offset, wanted[tp][1]))
+            if p.offset >= 0 and min(p.offset, wanted[tp][1]) > reached[tp]:
+                reached[tp] = min(p.offset, wanted[tp][1])
+                moved = True
+        return moved
 
     def next_offsets(self) -> dict[TopicPartition, int]:
         """Per partition, the offset after the last message read."""

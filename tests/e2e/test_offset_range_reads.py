@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from testbed.produce import ensure_topic, produce
 from ticdc_delta.exceptions import SourceError
-from ticdc_delta.jobs import config
+from ticdc_delta.jobs import config, kafka_source
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.schema_cache.events import TopicPartition
 
@@ -25,12 +25,13 @@ def _source(kafka, topic: str, group: str) -> KafkaSource:
     return KafkaSource(loaded.kafka)
 
 
-def test_ranges_read_exactly_their_messages_and_a_range_retention_removed_is_refused(kafka, unique):
+def test_ranges_read_exactly_their_messages_and_a_range_retention_removed_is_refused(kafka, unique, monkeypatch):
     # Setup: 10 messages on each of 3 partitions; the source planned (as the Spark engine plans, nothing assigned).
     # Expect: per partition exactly the offsets asked for, in order, none past a range's end (the partition
     # holds more) and none of an empty range; nothing stays assigned. Then the first 4 offsets of partition 0
     # deleted (as retention deletes them): a range starting before them fails naming the partition and
-    # retention, and one starting at the oldest offset held reads.
+    # retention, and one starting at the oldest offset held reads. A range past a partition's last message
+    # (messages it had reported, then lost) fails once none came for the stall limit (2 s here).
     topic = f"ranges-{unique}"
     ensure_topic(kafka.bootstrap_servers, topic, 3)
     produce(kafka.bootstrap_servers, topic, [(p, f"k{p}".encode(), f"{p}:{i}".encode()) for i in range(10) for p in range(3)])
@@ -53,5 +54,8 @@ def test_ranges_read_exactly_their_messages_and_a_range_retention_removed_is_ref
         with pytest.raises(SourceError, match=rf"{topic} partition 0: offsets from 1 were removed from Kafka \(retention\)"):
             source.read({tp[0]: (1, 6)})
         assert [m.offset for m in source.read({tp[0]: (4, 6)})] == [4, 5]
+        monkeypatch.setattr(kafka_source, "_READ_STALL_SECONDS", 2.0)
+        with pytest.raises(SourceError, match=rf"reading {topic} partition 1 at 10 of 12: no message for 2s"):
+            source.read({tp[1]: (10, 12)})
     finally:
         source.close()
