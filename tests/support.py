@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -154,3 +157,22 @@ def applier_for(
     Simple, Canal-JSON or Debezium; False: as for Open Protocol)."""
     return Applier(DeltaWriter(sql, locator, table_features=table_features), Tombstones(sql, locator), ordering,
                    inserts_are_new=inserts_are_new)
+
+
+class MetricsRecords(logging.Handler):
+    """Collects the metrics log records of a run in another thread; wakes waiters on each."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[dict] = []
+        self.changed = threading.Condition()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self.changed:
+            self.records.append(json.loads(record.getMessage()))
+            self.changed.notify_all()
+
+    def wait_for(self, predicate, timeout: float = 180.0) -> dict:
+        with self.changed:
+            assert self.changed.wait_for(lambda: any(predicate(r) for r in self.records), timeout), self.records
+            return next(r for r in self.records if predicate(r))

@@ -12,17 +12,19 @@ Per batch:
    the gate, schema changes and rows to the staging table, bad input to the policy;
    a batch of at most `run.driver_decode_max_messages` is instead read by the driver's Kafka consumer and
    decoded there as a whole (steps 1-3 at once), then staged in the same one commit; or, while the staging
-   table holds nothing, its events wait in the gate as the driver engine's, and only what is still waiting
-   after step 4 is staged (one append), so such a batch reads and writes no staging when all is complete;
+   table holds nothing, its events wait in the gate as the driver engine's (offsets held back while they
+   wait), so such batches read and write no staging; the first large batch stages what they left waiting;
 4. the release: everything of each topic at or below its watermark (offset ordering: everything), in
    runs of one table and structure between schema changes, applied by the same applier (one MERGE of
    net changes per run, built by Spark; DDL barriers, replays, applied points, idempotent writes);
 5. dead letters, the release removed from the staging table, the checkpoint (offsets at the batch's
    end: everything before them is staged or applied), Kafka offsets.
 
-Memory on the driver is the messages handed back (a small batch: its messages) and one row per run, whatever the lag: waiting
-events are in Delta. A crash anywhere loses nothing: a batch not checkpointed is read and staged again
-(replacing its first staging), applied events are known by each table's applied point.
+Memory on the driver is the messages handed back (small batches: their messages and the events waiting in
+memory, as the driver engine's) and one row per run, whatever the lag: large batches' waiting events are
+in Delta. A crash anywhere loses nothing: a batch not checkpointed is read and staged again (replacing its
+first staging), events waiting in memory hold their offsets back, applied events are known by each table's
+applied point.
 """
 
 from __future__ import annotations
@@ -91,9 +93,9 @@ class SparkIntake:
         # The staging table holds nothing: it held nothing at `open`, or a release left nothing waiting, and
         # nothing was staged since (this process is its only writer).
         self._empty = False
-        # This batch's events wait in the gate, in memory (`_take_on_driver`); what is left is staged at `settle`.
+        # Small batches' events wait in the gate, in memory, as the driver engine's (`_take_on_driver`): while
+        # the staging table is empty and batches are small. Their offsets are then held back (`held_offsets`).
         self._in_memory = False
-        self._gate: Gate | None = None
 
     def open(self, resume: Mapping[TopicPartition, int] | None) -> dict[str, list[int]]:
         partitions = self._source.plan(resume)
@@ -119,7 +121,11 @@ class SparkIntake:
         """Read, decode and stage a batch: on the driver if small, else on the executors (the driver decoding
         what they handed back)."""
         small = len(ranges) <= self._config.run.driver_decode_max_messages
-        self._in_memory, self._gate = self._empty and small, gate
+        if self._in_memory and not small:
+            # The events small batches left waiting go first to the staging table, where this batch's go.
+            with self._times.phase("gate"):
+                self._staging.append(gate.take_waiting())
+        self._in_memory = self._empty and small
         if not ranges:
             return
         if small:
@@ -136,8 +142,8 @@ class SparkIntake:
         Python workers and the handed-back messages' read cost seconds however few the messages.
 
         With nothing staged, its events wait in the gate, as the driver engine's: what is complete is applied
-        from memory, and only what is left waiting is staged (`settle`), so a batch whose every event is
-        complete writes and reads no staging at all. Otherwise they are staged in one commit with the rest."""
+        from memory, the rest waits there with its offsets held back, and no staging is written or read.
+        Otherwise they are staged in one commit with the rest."""
         with self._times.phase("kafka_poll"):
             messages = self._source.read(ranges)
         staged: list = []
@@ -214,21 +220,18 @@ class SparkIntake:
 
     def settle(self, ranges: _Ranges, holds: Mapping[TableName, int]) -> None:
         if self._in_memory:
-            # What the batch left waiting is staged now (the checkpoint that follows passes its offsets).
-            left = self._gate.take_waiting()
-            with self._times.phase("gate"):
-                self._staging.append(left)
-            self._waiting, self._empty, self._in_memory = len(left), not left, False
-            return
+            return  # released events left the gate as they were released
         with self._times.phase("gate"):
             self._staging.remove(self._release, ranges, self._limits, holds)
         self._empty = self._release.waiting == 0
 
     def waiting(self, gate: Gate) -> int:
-        return self._waiting
+        return len(gate) if self._in_memory else self._waiting
 
     def held_offsets(self, gate: Gate) -> dict[TopicPartition, int]:
-        return {}  # everything read is staged or applied
+        # In memory: the oldest waiting event's offset (a restart reads it again); else everything read is
+        # staged or applied.
+        return gate.pending_offsets() if self._in_memory else {}
 
     def clean_up(self, retention: Retention) -> None:
         self._staging.clean_up(retention)

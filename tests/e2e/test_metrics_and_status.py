@@ -17,7 +17,7 @@ import pytest
 
 from testbed.changefeed import Changefeed
 from testbed.tables import column
-from tests.support import applier_for, job_config, publish, table_version
+from tests.support import MetricsRecords, applier_for, job_config, publish, table_version
 from tests.workloads import item, items_feed
 from ticdc_delta.apply.applier import Applier
 from ticdc_delta.apply.delta_writer import DeltaWriter
@@ -322,25 +322,6 @@ def test_catalog_tables_metrics_and_status(spark, kafka, tmp_path, unique, capsy
     assert entry["version"] == spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").collect()[0]["version"]
 
 
-class _Records(logging.Handler):
-    """Collects the metrics log records of a run in another thread; wakes waiters on each."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.records: list[dict] = []
-        self.changed = threading.Condition()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        with self.changed:
-            self.records.append(json.loads(record.getMessage()))
-            self.changed.notify_all()
-
-    def wait_for(self, predicate, timeout: float = 180.0) -> dict:
-        with self.changed:
-            assert self.changed.wait_for(lambda: any(predicate(r) for r in self.records), timeout), self.records
-            return next(r for r in self.records if predicate(r))
-
-
 def test_a_continuous_run_reports_lag_of_new_messages_and_appends_every_record_when_stopped(
     spark, kafka, tmp_path, unique
 ):
@@ -366,7 +347,7 @@ def test_a_continuous_run_reports_lag_of_new_messages_and_appends_every_record_w
     )
     stop = threading.Event()
     pipeline = Pipeline.from_config(config, spark, stop=stop)
-    seen = _Records()
+    seen = MetricsRecords()
     metrics_logger = logging.getLogger(METRICS_LOGGER)
     metrics_logger.addHandler(seen)
     metrics_logger.setLevel(logging.INFO)

@@ -1,4 +1,5 @@
-"""The Spark engine (`run.engine = "spark"`) killed mid-batch, restarted, and ending with exactly the upstream tables.
+"""The Spark engine (`run.engine = "spark"`) killed mid-batch, restarted, and ending with exactly the upstream tables;
+small batches kept in memory until a large one stages what they left waiting.
 
 Its other end-to-end tests are the variants `[spark]` of Simple's suite (tests/e2e/test_simple_pipeline.py, the
 `engine` fixture: partitions out of commitTs order, a key-changing update, rows waiting for their structure, bad
@@ -9,14 +10,20 @@ tests/unit/test_staged_decoding.py's.
 
 from __future__ import annotations
 
+import logging
 import random
+import threading
 import uuid
+from decimal import Decimal
 
 import pytest
 
 from benchmarks import fault_kills
-from tests.support import TEST_SESSION_CONF, staged_rows
+from tests.support import TEST_SESSION_CONF, MetricsRecords, assert_table, job_config, publish, staged_rows
+from tests.workloads import ITEMS_DDL, item, items_feed
 from ticdc_delta.apply.identifiers import catalog_name
+from ticdc_delta.jobs.batch_metrics import METRICS_LOGGER
+from ticdc_delta.jobs.pipeline import Pipeline
 
 pytestmark = [
     pytest.mark.e2e,
@@ -78,3 +85,56 @@ def test_killed_while_staging_a_batch_then_restarted_gives_the_exact_tables(spar
     operations = {r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {staging}").collect()}
     assert "VACUUM END" in operations
     assert spark.sql(f"DESCRIBE DETAIL {staging}").collect()[0]["numFiles"] <= 1
+
+
+@pytest.mark.one_pair("an in-process run of the product's own logic; the sides' balance", pair="newest")
+def test_small_batches_wait_in_memory_until_a_large_batch_stages_what_they_left(spark, kafka, tmp_path, unique):
+    # Setup: a continuous run of the Spark engine (batches of at most 40 messages decoded on the driver). First a
+    # small batch: 4 inserts, then 3 updates whose partition 0 copies (and watermarks) are held back, so the
+    # updates wait for partition 0's watermark. Then 30 more updates and partition 0's held messages at once:
+    # over 40 messages (each transaction is a row and three watermarks), a batch for the executors.
+    # Expect: after the small batch the updates wait in memory (nothing staged, the run reports them waiting);
+    # the large batch first stages them (the staging table's only append), then its own (a replaceWhere write);
+    # in the end the table equals upstream and nothing is left staged.
+    feed = items_feed()
+    for i in range(4):
+        with feed.transaction() as txn:
+            txn.insert("shop", "items", item(i))
+    first = len(feed.messages)
+    for i in range(3):
+        with feed.transaction() as txn:
+            txn.update("shop", "items", [i], {"price": Decimal("2.50")})
+    second = len(feed.messages)
+    held = [m for m in feed.messages[first:second] if m.partition == 0]
+    for i in range(30):
+        with feed.transaction() as txn:
+            txn.update("shop", "items", [i % 4], {"price": Decimal(f"{3 + i}.00")})
+    topic, target, group = f"memory-{unique}", str(tmp_path), f"g-{unique}"
+    publish(kafka, topic, feed.messages[:first] + [m for m in feed.messages[first:second] if m.partition != 0])
+    config = job_config(kafka, topic, target, group, engine="spark",
+                        run={"mode": "continuous", "batch_max_messages": 200, "driver_decode_max_messages": 40})
+    stop = threading.Event()
+    pipeline = Pipeline.from_config(config, spark, stop=stop)
+    seen = MetricsRecords()
+    metrics_logger = logging.getLogger(METRICS_LOGGER)
+    metrics_logger.addHandler(seen)
+    metrics_logger.setLevel(logging.INFO)
+    worker = threading.Thread(target=pipeline.run)
+    worker.start()
+    try:
+        waited = seen.wait_for(lambda r: r["waiting"] > 0)
+        assert waited["messages"] <= 40 and staged_rows(spark, target, group) == 0
+        publish(kafka, topic, held + feed.messages[second:])
+        seen.wait_for(lambda r: r["messages"] > 40)
+        seen.wait_for(lambda r: r["round"] > waited["round"] and not r["waiting"] and r["rows_merged"])
+    finally:
+        stop.set()
+        worker.join(timeout=120)
+        metrics_logger.removeHandler(seen)
+    assert not worker.is_alive()
+    assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
+    assert staged_rows(spark, target, group) == 0
+    staging = f"delta.`{target}/_ticdc/staging_{catalog_name(group)}`"
+    writes = [r["operationParameters"]["mode"] for r in
+              spark.sql(f"DESCRIBE HISTORY {staging}").orderBy("version").collect() if r["operation"] == "WRITE"]
+    assert writes[:2] == ["Append", "Overwrite"], writes
