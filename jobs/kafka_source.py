@@ -357,23 +357,32 @@ class KafkaSource:
         for tp, offset in offsets.items():
             self._next[tp] = max(self._next.get(tp, 0), offset)
 
+    def _consume(self, max_messages: int, timeout: float) -> list:
+        """One consume's messages, Kafka's reports among them handled: a partition's end skipped, a transient
+        error logged, any other raised (SourceError); a refused login raised; any answer ends a noted outage."""
+        messages = self._consumer.consume(num_messages=max_messages, timeout=timeout)
+        self._raise_if_refused()
+        if not messages:
+            return messages
+        self._unreachable_since = self._suspected_since = None
+        delivered = []
+        for message in messages:
+            error = message.error()
+            if error is None:
+                delivered.append(message)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                continue
+            elif error.fatal() or not error.retriable():
+                raise SourceError(f"reading {message.topic()}[{message.partition()}] failed: {error}")
+            else:
+                log.warning("transient Kafka error: %s", error)
+        return delivered
+
     def poll(self, max_messages: int, timeout: float) -> list[RawMessage]:
         out = []
         append = out.append
         last: dict[tuple[str, int], int] = {}
-        messages = self._consumer.consume(num_messages=max_messages, timeout=timeout)
-        self._raise_if_refused()
-        if messages:
-            self._unreachable_since = self._suspected_since = None
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
-                if error.fatal() or not error.retriable():
-                    raise SourceError(f"reading {message.topic()}[{message.partition()}] failed: {error}")
-                log.warning("transient Kafka error: %s", error)
-                continue
+        for message in self._consume(max_messages, timeout):
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             last[topic, partition] = offset
             append(RawMessage(topic, partition, offset, message.key(), message.value()))
@@ -404,19 +413,8 @@ class KafkaSource:
                         "partition lost messages it had reported, e.g. an unclean leader election); the job stops "
                         "with nothing of the batch applied: check the topic, then run again"
                     )
-                messages = self._consumer.consume(num_messages=10_000, timeout=_READ_POLL_SECONDS)
-                self._raise_if_refused()
-                if messages:
-                    self._unreachable_since = self._suspected_since = None
+                messages = self._consume(10_000, _READ_POLL_SECONDS)
                 for message in messages:
-                    error = message.error()
-                    if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            continue
-                        if error.fatal() or not error.retriable():
-                            raise SourceError(f"reading {message.topic()}[{message.partition()}] failed: {error}")
-                        log.warning("transient Kafka error: %s", error)
-                        continue
                     tp, offset = TopicPartition(message.topic(), message.partition()), message.offset()
                     start, end = wanted.get(tp, (0, 0))
                     if not start <= offset < end or offset < reached[tp]:

@@ -6,7 +6,8 @@ import dataclasses
 import json
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,27 @@ class MetricsRecords(logging.Handler):
         with self.changed:
             assert self.changed.wait_for(lambda: any(predicate(r) for r in self.records), timeout), self.records
             return next(r for r in self.records if predicate(r))
+
+
+@contextmanager
+def continuous_run(config, spark) -> Iterator[MetricsRecords]:
+    """A continuous run of `config` on `spark` in a thread, yielding its metrics records as they come; stopped when
+    the block ends (as SIGTERM stops it), which it must do within 120 s."""
+    from ticdc_delta.jobs.batch_metrics import METRICS_LOGGER
+
+    stop = threading.Event()
+    pipeline = Pipeline.from_config(config, spark, stop=stop)
+    seen = MetricsRecords()
+    metrics_logger = logging.getLogger(METRICS_LOGGER)
+    metrics_logger.addHandler(seen)
+    metrics_logger.setLevel(logging.INFO)
+    worker = threading.Thread(target=pipeline.run)
+    worker.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        worker.join(timeout=120)
+        metrics_logger.removeHandler(seen)
+        metrics_logger.setLevel(logging.NOTSET)
+    assert not worker.is_alive()

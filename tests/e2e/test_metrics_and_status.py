@@ -17,7 +17,7 @@ import pytest
 
 from testbed.changefeed import Changefeed
 from testbed.tables import column
-from tests.support import MetricsRecords, applier_for, job_config, publish, table_version
+from tests.support import applier_for, continuous_run, job_config, publish, table_version
 from tests.workloads import item, items_feed
 from ticdc_delta.apply.applier import Applier
 from ticdc_delta.apply.delta_writer import DeltaWriter
@@ -345,15 +345,7 @@ def test_a_continuous_run_reports_lag_of_new_messages_and_appends_every_record_w
         kafka, topic, target, f"g-{unique}", run={"mode": "continuous", "batch_max_messages": 10},
         metrics={"flush_seconds": 3600},
     )
-    stop = threading.Event()
-    pipeline = Pipeline.from_config(config, spark, stop=stop)
-    seen = MetricsRecords()
-    metrics_logger = logging.getLogger(METRICS_LOGGER)
-    metrics_logger.addHandler(seen)
-    metrics_logger.setLevel(logging.INFO)
-    worker = threading.Thread(target=pipeline.run)
-    worker.start()
-    try:
+    with continuous_run(config, spark) as seen:
         seen.wait_for(lambda r: sum(r["offsets"].values()) == first and not r["waiting"])
         already = len(seen.records)
         inserts(feed, range(30, 90))
@@ -364,12 +356,6 @@ def test_a_continuous_run_reports_lag_of_new_messages_and_appends_every_record_w
         for name, lag in lagging["offset_lag"].items():
             assert 0 <= lag <= ends[name] - lagging["offsets"][name]
         seen.wait_for(lambda r: r["offsets"] == ends and not r["waiting"])
-    finally:
-        stop.set()
-        worker.join(timeout=120)
-        metrics_logger.removeHandler(seen)
-        metrics_logger.setLevel(logging.NOTSET)
-    assert not worker.is_alive()
     metrics = f"delta.`{target}/_ticdc/metrics`"
     rows = spark.sql(f"SELECT round, rows_merged FROM {metrics} ORDER BY round").collect()
     assert [r["round"] for r in rows] == [r["round"] for r in seen.records]

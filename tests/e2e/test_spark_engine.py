@@ -10,20 +10,16 @@ tests/unit/test_staged_decoding.py's.
 
 from __future__ import annotations
 
-import logging
 import random
-import threading
 import uuid
 from decimal import Decimal
 
 import pytest
 
 from benchmarks import fault_kills
-from tests.support import TEST_SESSION_CONF, MetricsRecords, assert_table, job_config, publish, staged_rows
+from tests.support import TEST_SESSION_CONF, assert_table, continuous_run, job_config, publish, staged_rows
 from tests.workloads import ITEMS_DDL, item, items_feed
 from ticdc_delta.apply.identifiers import catalog_name
-from ticdc_delta.jobs.batch_metrics import METRICS_LOGGER
-from ticdc_delta.jobs.pipeline import Pipeline
 
 pytestmark = [
     pytest.mark.e2e,
@@ -113,25 +109,12 @@ def test_small_batches_wait_in_memory_until_a_large_batch_stages_what_they_left(
     publish(kafka, topic, feed.messages[:first] + [m for m in feed.messages[first:second] if m.partition != 0])
     config = job_config(kafka, topic, target, group, engine="spark",
                         run={"mode": "continuous", "batch_max_messages": 200, "driver_decode_max_messages": 40})
-    stop = threading.Event()
-    pipeline = Pipeline.from_config(config, spark, stop=stop)
-    seen = MetricsRecords()
-    metrics_logger = logging.getLogger(METRICS_LOGGER)
-    metrics_logger.addHandler(seen)
-    metrics_logger.setLevel(logging.INFO)
-    worker = threading.Thread(target=pipeline.run)
-    worker.start()
-    try:
+    with continuous_run(config, spark) as seen:
         waited = seen.wait_for(lambda r: r["waiting"] > 0)
         assert waited["messages"] <= 40 and staged_rows(spark, target, group) == 0
         publish(kafka, topic, held + feed.messages[second:])
         seen.wait_for(lambda r: r["messages"] > 40)
         seen.wait_for(lambda r: r["round"] > waited["round"] and not r["waiting"] and r["rows_merged"])
-    finally:
-        stop.set()
-        worker.join(timeout=120)
-        metrics_logger.removeHandler(seen)
-    assert not worker.is_alive()
     assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
     assert staged_rows(spark, target, group) == 0
     staging = f"delta.`{target}/_ticdc/staging_{catalog_name(group)}`"
