@@ -86,7 +86,14 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 )
 
 
-LOCAL_JVM_OPTIONS = "-XX:+UseG1GC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20 -XX:G1PeriodicGCInterval=5000"
+# The serial collector, its heap kept within a fifth of what it holds after a collection: G1 (Java's
+# default) grows the heap towards `spark.driver.memory` under eight MERGEs at once to keep its own time
+# low, whatever the job keeps (about 150 MB, plus ~0.7 MB a table), so a many-table run's peak was the
+# heap's limit (2.4x one table's at 500 tables). The serial collector, measured against G1 in one JVM
+# (bare MERGEs of 20 and 100 tables, eight at once, runs alternating): half the peak (830 vs 1,525-1,783
+# MiB at 20 tables, ~1,000 vs 2,250 at 100) for the same CPU and wall time on two cores
+# (docs/performance.md). A driver of many cores or a large heap is a cluster's, set up by its runtime.
+LOCAL_JVM_OPTIONS = "-XX:+UseSerialGC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20"
 
 # The JVM's quick compiler only (C1; no C2), for a short run (`spark.quick_compiler_max_backlog`): a fresh
 # JVM's compilers used 23 s of CPU in a 23-s run on two cores, most of it C2 optimizing code the run
@@ -293,8 +300,8 @@ def local_conf(
         **_jar_settings([delta_package(), *packages], jars_on_class_path),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        # G1 gives heap it no longer needs back to the system (periodic collections
-        # when idle, a small free ratio), so a long run's footprint stays that of a batch.
+        # The collector keeps the heap near what the job holds (`LOCAL_JVM_OPTIONS`), so a long run's
+        # footprint stays that of a batch.
         _DRIVER_JVM_OPTIONS: f"-Dlog4j2.configurationFile=file:{log4j} {jvm_options}",
         # Not `spark-warehouse/` in whatever folder the job was started from: a local session's catalog
         # lives in memory (no Hive), so its managed tables outlive it nowhere else either.

@@ -80,7 +80,7 @@ def test_the_users_driver_jvm_options_come_after_the_products_and_keep_its_loggi
     # a collector of the user's replaces the product's options (two collectors stop the JVM at start); the
     # logging configuration stays in every case.
     ours = _driver_options(monkeypatch, tmp_path)
-    assert ours[0].startswith("-Dlog4j2.configurationFile=file:") and "-XX:+UseG1GC" in ours
+    assert ours[0].startswith("-Dlog4j2.configurationFile=file:") and "-XX:+UseSerialGC" in ours
 
     added = _driver_options(monkeypatch, tmp_path, **{"spark.driver.extraJavaOptions": " -XX:TieredStopAtLevel=1 "})
     assert added == [*ours, "-XX:TieredStopAtLevel=1"]
@@ -101,9 +101,9 @@ def test_a_short_runs_quick_compiler_stays_unless_the_user_asks_for_the_full_one
         return session.local_conf("local[2]", {"spark.driver.extraJavaOptions": theirs}, jvm_options=short)[
             "spark.driver.extraJavaOptions"]
 
-    collector = options("-XX:+UseSerialGC")
-    assert "-XX:+UseG1GC" not in collector and "-XX:G1PeriodicGCInterval=5000" not in collector
-    assert session.QUICK_COMPILER in collector and collector.endswith("-XX:+UseSerialGC")
+    collector = options("-XX:+UseG1GC")
+    assert "-XX:+UseSerialGC" not in collector and "-XX:MaxHeapFreeRatio=20" not in collector
+    assert session.QUICK_COMPILER in collector and collector.endswith("-XX:+UseG1GC")
     assert session.compiles_quickly(collector) and session.compiles_quickly(short)
     assert not session.compiles_quickly(options("-XX:TieredStopAtLevel=4"))
     assert not session.compiles_quickly(session.LOCAL_JVM_OPTIONS)
