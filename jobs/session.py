@@ -91,8 +91,9 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 # low, whatever the job keeps (about 150 MB, plus ~0.7 MB a table), so a many-table run's peak was the
 # heap's limit (2.4x one table's at 500 tables). The serial collector, measured against G1 in one JVM
 # (bare MERGEs of 20 and 100 tables, eight at once, runs alternating): half the peak (830 vs 1,525-1,783
-# MiB at 20 tables, ~1,000 vs 2,250 at 100) for the same CPU and wall time on two cores
-# (docs/performance.md). A driver of many cores or a large heap is a cluster's, set up by its runtime.
+# MiB at 20 tables, ~1,000 vs 2,250 at 100) for the same CPU and wall time on two cores; as whole jobs, 500
+# tables peak at 1.26-1.34x one table's (docs/performance.md). A driver of many cores or a large heap is a
+# cluster's, set up by its runtime.
 LOCAL_JVM_OPTIONS = "-XX:+UseSerialGC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20"
 
 # The JVM's quick compiler only (C1; no C2), for a short run (`spark.quick_compiler_max_backlog`): a fresh
