@@ -241,14 +241,9 @@ def bench_tables(args, lake) -> None:
                 idle_spark = job_run(lake, topic, topic, target, engine, concurrency, work, "--no-skip-when-caught-up",
                                      settings=settings)
                 check_tables(lake.spark, target, merged(first, stream))
-                if not warmed and not args.table_no_floor:  # (once: later configurations measure their floors again)
-                    _floor(lake.spark, work, stream, concurrency)  # warms the session's code paths up
-                    warmed = True
-                floors[n] = float("nan") if args.table_no_floor else _floor(lake.spark, work, stream, concurrency)
                 batches[n], peaks[n] = run["batch"], run["peak"]
                 base = batches.get(counts[0])
                 marginal = (run["batch"] - base) / (n - counts[0]) if n != counts[0] else float("nan")
-                floor = (floors[n] - floors[counts[0]]) / (n - counts[0]) if n != counts[0] else float("nan")
                 print(f"  {engine} engine{label}, {n:>4} tables: batch {run['batch']:6.1f}s "
                       f"({run['batch'] / base:5.2f}x N={counts[0]}), per touched table "
                       f"{marginal:6.3f}s; job {run['wall']:6.1f}s, outside the batch {run['wall'] - run['batch']:5.1f}s "
@@ -257,6 +252,11 @@ def bench_tables(args, lake) -> None:
                       f"peak {run['peak']:6,.0f} MiB ({run['peak'] / peaks[counts[0]]:4.2f}x N={counts[0]}); "
                       "tables equal upstream", flush=True)
                 if not args.table_no_floor:
+                    if not warmed:  # (once: later configurations measure their floors again, beside their runs)
+                        _floor(lake.spark, work, stream, concurrency)  # warms the session's code paths up
+                        warmed = True
+                    floors[n] = _floor(lake.spark, work, stream, concurrency)
+                    floor = (floors[n] - floors[counts[0]]) / (n - counts[0]) if n != counts[0] else float("nan")
                     print(f"      floor: bare MERGEs of the same rows {floors[n]:5.1f}s, per table {floor:6.3f}s "
                           f"(the job's per touched table {marginal / floor if n != counts[0] else float('nan'):4.2f}x it)",
                           flush=True)
