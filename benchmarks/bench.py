@@ -18,6 +18,8 @@ of medians in brackets). The load average is printed with each section. Sections
   vectors) and "full" (deletion vectors, column mapping), and with deletion vectors alone; a batch of
   10,000 and one of 100 changed keys spread over a 1M-row table, the 10,000 also into 100k rows; a
   full scan of each table; a RENAME COLUMN (a rewrite of the table under "compatible").
+- merge-anatomy: one warm small MERGE of the job (10 keys into 200 rows) under each layout: its wall time,
+  its Spark jobs by name, and the time outside them (`benchmarks/merge_anatomy.py`).
 - memory: peak RSS of the job (Python + JVM) for 1M vs 100k events, and with one partition's
   watermark lagging the whole stream, each run as `ticdc-delta run` in its own process.
 - engines: the Spark engine (`run.engine = "spark"`) on a local[1] vs a local[2] session (what a second
@@ -57,13 +59,13 @@ os.environ.setdefault("TICDC_DELTA_CACHE", str(ROOT / ".cache"))
 import fastavro  # noqa: E402
 import orjson  # noqa: E402
 
-from benchmarks import freshness, short_runs, streams, tables  # noqa: E402
+from benchmarks import freshness, merge_anatomy, short_runs, streams, tables  # noqa: E402
 from benchmarks.measure import descendants, load, rss_kib, section  # noqa: E402
 from ticdc_delta.schema_cache.events import RawMessage  # noqa: E402
 
 ENGINE_PARTITIONS = 4  # an even share per core of the 2-core machine
-SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "memory", "engines", "snapshot", "history",
-            "tables", "freshness", "short-runs")
+SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "merge-anatomy", "memory", "engines", "snapshot",
+            "history", "tables", "freshness", "short-runs")
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -711,6 +713,7 @@ def main() -> int:
         help="a Spark setting for the memory section's job runs (repeatable), e.g. spark.driver.memory=1g",
     )
     parser.add_argument("--features-files", type=int, default=8, help="data files per table in the features section")
+    merge_anatomy.add_arguments(parser)
     tables.add_arguments(parser)
     freshness.add_arguments(parser)
     short_runs.add_arguments(parser)
@@ -738,6 +741,7 @@ def main() -> int:
         try:
             for name in spark_sections:
                 {"e2e": bench_e2e, "handwritten": bench_handwritten, "table-size": bench_table_size, "features": bench_features,
+                 "merge-anatomy": merge_anatomy.bench_merge_anatomy,
                  "memory": bench_memory, "engines": bench_engines, "snapshot": bench_snapshot,
                  "history": bench_history, "tables": tables.bench_tables,
                  "freshness": freshness.bench_freshness, "short-runs": short_runs.bench_short_runs}[name](args, lake)
