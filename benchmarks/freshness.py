@@ -44,7 +44,8 @@ _WATERMARK_EVERY = 0.5
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--fresh-rate", type=int, default=1000, help="row events per second of the freshness section")
+    parser.add_argument("--fresh-rate", type=float, default=1000,
+                        help="row events per second of the freshness section (fractions: one transaction every few seconds)")
     parser.add_argument("--fresh-tables", type=int, default=100, help="tables of the freshness section")
     parser.add_argument("--fresh-seconds", type=int, default=300, help="seconds the freshness section produces for")
     parser.add_argument("--fresh-drain-seconds", type=int, default=None,
@@ -154,7 +155,7 @@ def bench_freshness(args, lake) -> None:
     from testbed.produce import ensure_topic
 
     rate, n_tables, seconds, engine = args.fresh_rate, args.fresh_tables, args.fresh_seconds, args.fresh_engine
-    section(f"freshness: {rate:,} row events/s over {n_tables} tables for {seconds}s against a --continuous job "
+    section(f"freshness: {rate:,g} row events/s over {n_tables} tables for {seconds}s against a --continuous job "
             f"({engine} engine, batch_max_seconds {args.fresh_batch_seconds:g}, apply_concurrency "
             f"{args.fresh_concurrency}{', inserts of new keys only' if args.fresh_inserts_only else ''}"
             f"{''.join(', ' + item for item in args.fresh_also)})")
