@@ -8,18 +8,32 @@ held in memory, its idempotent-write pair), each of `--anatomy-keys` changed key
 deletes), the layouts alternating, after 5 of each to warm up. Printed per layout: the MERGE's wall time,
 its Spark jobs (how many, the time any of them ran, the rest: the driver's planning and Delta's commit
 between them), and the jobs by what Delta names them, per MERGE.
+
+Then what more cores give: `--anatomy-tables` tables of that size merged in rounds through the job's table pool
+(`apply.table_pool`, `--anatomy-concurrency` at once, each table once a round, as a continuous job's round over
+that many touched tables), by a process of its own pinned to one core and by one on every core, alternating
+(`--anatomy-pairs` of each): commits a second and the JVM's CPU seconds per commit. Their ratio is what this
+machine's second core gives a round; what more cores would give is not measured here.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import re
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from benchmarks import streams
-from benchmarks.measure import section
+from benchmarks.measure import descendants, section
+
+ROOT = Path(__file__).resolve().parent.parent
 
 _WARM_UP = 5
 # Parts of a job's description that differ from MERGE to MERGE (the table's version, how many files).
@@ -30,6 +44,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--anatomy-merges", type=int, default=30, help="timed MERGEs per layout (merge-anatomy)")
     parser.add_argument("--anatomy-rows", type=int, default=200, help="rows of the merge-anatomy tables")
     parser.add_argument("--anatomy-keys", type=int, default=10, help="changed keys per MERGE (merge-anatomy)")
+    parser.add_argument("--anatomy-tables", type=int, default=40, help="tables of merge-anatomy's rounds (0: none)")
+    parser.add_argument("--anatomy-concurrency", type=int, default=8, help="tables merged at once in those rounds")
+    parser.add_argument("--anatomy-rounds", type=int, default=2, help="timed rounds per process (after one to warm up)")
+    parser.add_argument("--anatomy-pairs", type=int, default=2, help="processes on one core and on all, alternating")
 
 
 class _Jobs:
@@ -68,11 +86,33 @@ def _kind(description: str, group: str) -> str:
     return text
 
 
-def bench_merge_anatomy(args, lake) -> None:
+def _table_of(spark, writer, locator, table, codec, rows: int) -> None:
+    """`table` made by `writer` (its layout), then `rows` rows appended in one data file."""
+    writer.create(table, codec.schema, None, replace=False)
+    spark.range(rows).selectExpr(
+        "id", "concat('name-', id) AS name", "CAST(id % 1000 AS DECIMAL(12,2)) AS amount",
+        "CAST(id % 1000 AS INT) AS qty", "TIMESTAMP_NTZ'2026-01-01 00:00:00' AS at",
+        "TIMESTAMP'2026-01-01 00:00:00' AS ts", "'' AS note",
+    ).repartition(1).write.format("delta").mode("append").save(locator.path(table))
+
+
+def _changes(codec, chosen: random.Random, rows: int, keys: int, stamp: int):
+    """A MERGE source of `keys` changed keys over 1.5x the table's: about a third inserts, a fifth deletes."""
     from ticdc_delta.apply.collapse import NetChange
+    from ticdc_delta.apply.merge_source import SourceRows
+
+    changes = []
+    for key in chosen.sample(range(rows * 3 // 2), keys):
+        values = codec.row({"id": str(key), "name": f"changed-{stamp}", "amount": "1.00", "qty": "1",
+                            "at": "2026-02-01 00:00:00", "ts": {"location": "UTC", "value": "2026-02-01 00:00:00"},
+                            "note": "n"})
+        changes.append(NetChange(chosen.random() < 0.2, values))
+    return SourceRows.of(changes)
+
+
+def bench_merge_anatomy(args, lake) -> None:
     from ticdc_delta.apply.delta_writer import DeltaWriter
     from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.merge_source import SourceRows
     from ticdc_delta.apply.points import AppliedPoint
     from ticdc_delta.apply.sql_session import SqlSession
     from ticdc_delta.apply.table_features import COMPATIBLE, FULL
@@ -87,15 +127,9 @@ def bench_merge_anatomy(args, lake) -> None:
     sql = SqlSession(spark)
     writers = {}
     for setting in (COMPATIBLE, FULL):
-        root = lake.path("anatomy")
-        writer = DeltaWriter(sql, PathLocator(root), table_features=setting)
-        writer.create(table, codec.schema, None, replace=False)
-        spark.range(rows).selectExpr(
-            "id", "concat('name-', id) AS name", "CAST(id % 1000 AS DECIMAL(12,2)) AS amount",
-            "CAST(id % 1000 AS INT) AS qty", "TIMESTAMP_NTZ'2026-01-01 00:00:00' AS at",
-            "TIMESTAMP'2026-01-01 00:00:00' AS ts", "'' AS note",
-        ).repartition(1).write.format("delta").mode("append").save(f"{root}/bench/events")
-        writers[setting] = writer
+        locator = PathLocator(lake.path("anatomy"))
+        writers[setting] = DeltaWriter(sql, locator, table_features=setting)
+        _table_of(spark, writers[setting], locator, table, codec, rows)
     jobs, chosen = _Jobs(spark), random.Random(28)
     point = [1 << 50]
     walls: dict[str, list[float]] = defaultdict(list)
@@ -105,18 +139,12 @@ def bench_merge_anatomy(args, lake) -> None:
 
     def merge(setting: str, timed: bool) -> None:
         point[0] += 1
-        changes = []
-        # Keys over 1.5x the table's: about a third inserts, a fifth of the changes deletes.
-        for key in chosen.sample(range(rows * 3 // 2), keys):
-            values = codec.row({"id": str(key), "name": f"changed-{point[0]}", "amount": "1.00", "qty": "1",
-                                "at": "2026-02-01 00:00:00", "ts": {"location": "UTC", "value": "2026-02-01 00:00:00"},
-                                "note": "n"})
-            changes.append(NetChange(chosen.random() < 0.2, values))
+        source = _changes(codec, chosen, rows, keys, point[0])
         group = f"anatomy-{point[0]}"
         spark.sparkContext.setJobGroup(group, group)
         try:
             began = time.perf_counter()
-            writers[setting].merge(table, codec.schema, SourceRows.of(changes), AppliedPoint(ts=point[0]))
+            writers[setting].merge(table, codec.schema, source, AppliedPoint(ts=point[0]))
             wall = time.perf_counter() - began
         finally:
             spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
@@ -147,3 +175,88 @@ def bench_merge_anatomy(args, lake) -> None:
     compatible, full = walls[COMPATIBLE], walls[FULL]
     print(f"  full vs compatible (wall): {min(full) / min(compatible):5.2f}x "
           f"({statistics.median(full) / statistics.median(compatible):.2f}x)")
+    if args.anatomy_tables:
+        _cores(args)
+
+
+# --- what a second core gives a round ------------------------------------------------------------
+
+
+def _cores(args) -> None:
+    section(f"Rounds over {args.anatomy_tables} tables ({args.anatomy_rows} rows each, {args.anatomy_keys} changed keys a "
+            f"table), {args.anatomy_concurrency} at once through the job's table pool: a process on one core against "
+            f"one on every core, {args.anatomy_pairs} each, alternating")
+    every = os.sched_getaffinity(0)
+    contenders = {"one core": {min(every)}, f"every core ({len(every)})": every}
+    results: dict[str, list[dict]] = defaultdict(list)
+    for _ in range(args.anatomy_pairs):
+        for label, cores in contenders.items():
+            command = [sys.executable, "-m", "benchmarks.merge_anatomy", *(str(v) for v in (
+                args.anatomy_tables, args.anatomy_concurrency, args.anatomy_rounds, args.anatomy_rows, args.anatomy_keys))]
+            ran = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                 preexec_fn=lambda cores=cores: os.sched_setaffinity(0, cores))
+            lines = [line for line in ran.stdout.splitlines() if line.startswith("{")]
+            if ran.returncode or not lines:
+                raise RuntimeError(f"the rounds' process failed ({ran.returncode}): {ran.stderr[-2000:]}")
+            result = json.loads(lines[-1])
+            results[label].append(result)
+            print(f"  {label:<16} {result['commits'] / result['seconds']:5.2f} commits a second "
+                  f"({result['commits']} in {result['seconds']:.1f}s), CPU {result['cpu_seconds'] / result['commits']:.2f}s "
+                  "a commit (JVM + Python)", flush=True)
+    rates = {label: [r["commits"] / r["seconds"] for r in runs] for label, runs in results.items()}
+    one, every_core = rates["one core"], rates[f"every core ({len(every)})"]
+    print(f"  every core vs one: {max(every_core) / max(one):.2f}x the commits a second "
+          f"(medians {statistics.median(every_core) / statistics.median(one):.2f}x)")
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds this process and its children (Spark's JVM) used so far."""
+    ticks, total = os.sysconf("SC_CLK_TCK"), sum(os.times()[:2])
+    for pid in descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _rounds(tables: int, concurrency: int, rounds: int, rows: int, keys: int) -> dict:
+    """In a process of its own (its cores chosen by the caller): `tables` tables made, one round to warm up, then
+    `rounds` rounds each merging every table once through the job's table pool."""
+    from ticdc_delta.apply.delta_writer import DeltaWriter
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.apply.points import AppliedPoint
+    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.apply.table_features import COMPATIBLE
+    from ticdc_delta.apply.table_pool import TablePool
+    from ticdc_delta.jobs.session import get_spark
+    from ticdc_delta.schema_cache.events import TableName
+    from ticdc_delta.schema_cache.simple.table_schema import parse_table_schema
+
+    spark = get_spark("local[*]")
+    codec = parse_table_schema(streams.SCHEMA)
+    names = [TableName("bench", f"t{n}") for n in range(tables)]
+    chosen = random.Random(tables)
+    with tempfile.TemporaryDirectory(prefix="ticdc-anatomy-") as work:
+        locator = PathLocator(work)
+        pool = TablePool(DeltaWriter(SqlSession(spark), locator, table_features=COMPATIBLE), concurrency)
+        pool.run_each(names, lambda name: _table_of(spark, pool.writer(), locator, name, codec, rows))
+        spent = [0.0, 0.0]
+        for stamp in range(rounds + 1):
+            sources = {name: _changes(codec, chosen, rows, keys, stamp) for name in names}
+            point = AppliedPoint(ts=(1 << 50) + stamp)
+            began, cpu = time.perf_counter(), _cpu_seconds()
+            pool.run_each(names, lambda name, sources=sources, point=point: pool.writer().merge(
+                name, codec.schema, sources[name], point))
+            if stamp:  # the first warmed up
+                spent[0] += time.perf_counter() - began
+                spent[1] += _cpu_seconds() - cpu
+        pool.close()
+    return {"commits": tables * rounds, "seconds": spent[0], "cpu_seconds": spent[1], "cores": len(os.sched_getaffinity(0))}
+
+
+if __name__ == "__main__":
+    print(json.dumps(_rounds(*(int(v) for v in sys.argv[1:6]))), flush=True)
