@@ -724,6 +724,8 @@ def main() -> int:
     unknown = sorted(set(only) - set(SECTIONS))
     if unknown:
         parser.error(f"unknown section {unknown[0]!r}; allowed: {', '.join(SECTIONS)}")
+    if "tables" in only and (problem := tables.argument_error(args)):
+        parser.error(problem)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("py4j").setLevel(logging.ERROR)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, {load()}; repeats {args.repeats}")

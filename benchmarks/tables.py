@@ -208,15 +208,22 @@ def _setting_value(value: str) -> object:
         return value
 
 
-def bench_tables(args, lake) -> None:
+def argument_error(args) -> str | None:
+    """What is wrong with the section's arguments, checked before the broker and Spark start; None: nothing."""
     counts = [int(n) for n in args.table_counts.split(",") if n.strip()]
-    engines = [e.strip() for e in args.table_engines.split(",") if e.strip()]
     events = args.table_events
     if not args.table_inserts_only and max(events // 10, min(counts)) < streams.TXN_SIZE:
         # Fewer keys than a transaction's rows would repeat keys within one transaction, which TiDB never
         # reports (`streams.build`); the model and the job would then disagree about the stream, not the job.
-        raise SystemExit(f"--table-events {events:,}: at least {streams.TXN_SIZE * 10:,} (a tenth of the events are "
-                         f"the keys, and a transaction changes {streams.TXN_SIZE} different keys)")
+        return (f"--table-events {events:,}: at least {streams.TXN_SIZE * 10:,} (a tenth of the events are "
+                f"the keys, and a transaction changes {streams.TXN_SIZE} different keys)")
+    return None
+
+
+def bench_tables(args, lake) -> None:
+    counts = [int(n) for n in args.table_counts.split(",") if n.strip()]
+    engines = [e.strip() for e in args.table_engines.split(",") if e.strip()]
+    events = args.table_events
     shape = "inserts of new keys" if args.table_inserts_only else "row events"
     section(f"tables: {events:,} {shape} over N tables (existing), {_PARTITIONS} partitions, one batch, "
             "a job process per run")
