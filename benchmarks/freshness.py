@@ -32,7 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from benchmarks import streams
-from benchmarks.measure import section
+from benchmarks.measure import log_tail, section
 from benchmarks.tables import check_tables, job_config, job_run, merged, one_row_each, settings_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,7 +191,7 @@ def bench_freshness(args, lake) -> None:
         ready_by = time.time() + 300
         while "ticdc_delta.metrics" not in log.read_text(errors="replace"):
             if job.poll() is not None or time.time() > ready_by:
-                raise RuntimeError(f"the continuous job did not start its rounds (exit {job.poll()}); see {log}")
+                raise RuntimeError(f"the continuous job did not start its rounds (exit {job.poll()}); the end of its log:\n{log_tail(log)}")
             time.sleep(0.5)
         backlog: list[tuple[float, int]] = []
         stop = threading.Event()
@@ -207,7 +207,7 @@ def bench_freshness(args, lake) -> None:
         owed, next_watermark, tick = 0.0, began + _WATERMARK_EVERY, began
         while time.time() < began + seconds:
             if job.poll() is not None:
-                raise RuntimeError(f"the continuous job exited with {job.returncode}; see {log}")
+                raise RuntimeError(f"the continuous job exited with {job.returncode}; the end of its log:\n{log_tail(log)}")
             owed += per_tick
             while owed >= 1:
                 send(upstream.transaction())
@@ -225,14 +225,14 @@ def bench_freshness(args, lake) -> None:
         while drained_at is None and time.time() < began + produced_for + drain_seconds:
             time.sleep(5)
             if job.poll() is not None:
-                raise RuntimeError(f"the continuous job exited with {job.returncode}; see {log}")
+                raise RuntimeError(f"the continuous job exited with {job.returncode}; the end of its log:\n{log_tail(log)}")
             if backlog and backlog[-1][1] == 0 and backlog[-1][0] > produced_for:
                 drained_at = backlog[-1][0]
         stop.set()
         sampler.join()
         job.send_signal(signal.SIGTERM)
         if job.wait(timeout=300) != 0:
-            raise RuntimeError(f"the continuous job exited with {job.returncode} when stopped; see {log}")
+            raise RuntimeError(f"the continuous job exited with {job.returncode} when stopped; the end of its log:\n{log_tail(log)}")
 
         commits = _commit_times(lake.spark, target, upstream.tables)
         minutes: dict[int, list[float]] = defaultdict(list)

@@ -38,3 +38,13 @@ def descendants(pid: int) -> list[int]:
         found.extend(kids)
         stack.extend(kids)
     return found
+
+
+def log_tail(path, lines: int = 30) -> str:
+    """The last `lines` lines of a job's log, for an error: the log itself is deleted with the section's scratch."""
+    try:
+        with open(path, errors="replace") as log:
+            kept = log.read().splitlines()[-lines:]
+    except OSError as err:
+        return f"(its log {path} could not be read: {err})"
+    return "\n".join(f"  | {line}" for line in kept)

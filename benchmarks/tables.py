@@ -39,7 +39,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from benchmarks import streams
-from benchmarks.measure import descendants, rss_kib, section
+from benchmarks.measure import descendants, log_tail, rss_kib, section
 from ticdc_delta.apply.delta_writer import in_memory_source_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,7 +109,7 @@ def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency
             time.sleep(0.2)
     wall = time.perf_counter() - began
     if process.returncode != 0:
-        raise RuntimeError(f"the job on {topic} exited with {process.returncode}; see {log}")
+        raise RuntimeError(f"the job on {topic} exited with {process.returncode}; the end of its log:\n{log_tail(log)}")
     spark_up = batch = 0.0
     phases: dict[str, float] = {}
     for line in log.read_text(errors="replace").splitlines():
