@@ -201,7 +201,8 @@ class Lake:
         self.work = work
         self.broker = LocalKafka(work / "kafka")
         self.broker.start()
-        self.spark = get_spark("local[*]", packages=packages)
+        # (more heap than a job's 2g: the bench's own session reads every table of a thousand-table run to check it)
+        self.spark = get_spark("local[*]", conf={"spark.driver.memory": "4g"}, packages=packages)
         self.spark.range(1).count()
         self._runs = 0
 

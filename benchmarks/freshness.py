@@ -246,8 +246,9 @@ def bench_freshness(args, lake) -> None:
                     continue
                 physical = (commit_ts >> 18) / 1000
                 minutes[max(0, int((physical - began) // 60))].append(times[i] - physical)
-        print(f"  produced {sum(len(s) for s in upstream.changes.values()):,} row events in {produced_for:.0f}s "
-              f"({sum(len(s) for s in upstream.changes.values()) / produced_for:,.0f}/s); "
+        produced = sum(len(s) for s in upstream.changes.values())
+        print(f"  produced {produced:,} row events in {produced_for:.0f}s "
+              f"({produced / produced_for:,.{0 if produced >= 10 * produced_for else 2}f}/s); "
               + (f"backlog 0 at {drained_at:.0f}s" if drained_at is not None else "backlog NOT drained")
               + (f"; {unapplied} changes in no commit" if unapplied else ""), flush=True)
         for minute in sorted(minutes):
