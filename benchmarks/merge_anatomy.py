@@ -9,6 +9,9 @@ deletes), the layouts alternating, after 5 of each to warm up. Printed per layou
 its Spark jobs (how many, the time any of them ran, the rest: the driver's planning and Delta's commit
 between them), and the jobs by what Delta names them, per MERGE.
 
+Then the same change merged by delta-rs (no JVM) into a table the job's writer made, alternating with the job's
+MERGE of it: what a commit costs where Spark does not plan it; Spark reads that table back, checked against a model.
+
 Then what more cores give: `--anatomy-tables` tables of that size merged in rounds through the job's table pool
 (`apply.table_pool`, `--anatomy-concurrency` at once, each table once a round, as a continuous job's round over
 that many touched tables), by a process of its own pinned to one core and by one on every core, alternating
@@ -175,8 +178,96 @@ def bench_merge_anatomy(args, lake) -> None:
     compatible, full = walls[COMPATIBLE], walls[FULL]
     print(f"  full vs compatible (wall): {min(full) / min(compatible):5.2f}x "
           f"({statistics.median(full) / statistics.median(compatible):.2f}x)")
+    _without_jvm(args, lake, codec)
     if args.anatomy_tables:
         _cores(args)
+
+
+# --- a commit without the JVM ---------------------------------------------------------------------
+
+
+def _arrow_changes(chosen: random.Random, rows: int, keys: int, stamp: int):
+    """As `_changes`, as an Arrow table with the `deleted` flag, for delta-rs."""
+    import datetime
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    ids = chosen.sample(range(rows * 3 // 2), keys)
+    return pa.table({
+        "id": pa.array(ids, pa.int64()), "name": [f"changed-{stamp}"] * keys,
+        "amount": pa.array([Decimal("1.00")] * keys, pa.decimal128(12, 2)), "qty": pa.array([1] * keys, pa.int32()),
+        "at": pa.array([datetime.datetime(2026, 2, 1)] * keys, pa.timestamp("us")),
+        "ts": pa.array([datetime.datetime(2026, 2, 1, tzinfo=datetime.timezone.utc)] * keys, pa.timestamp("us", "UTC")),
+        "note": ["n"] * keys, "deleted": [chosen.random() < 0.2 for _ in ids],
+    })
+
+
+def _without_jvm(args, lake, codec) -> None:
+    """The same small change merged by delta-rs (Rust, in this process; a dependency of the tests, not of the
+    product) into a table the job's writer made, alternating with the job's own MERGE of such a change into a
+    twin: what a commit costs where no JVM plans it. Spark then reads the delta-rs table, which must equal a
+    model of the changes."""
+    from ticdc_delta.apply.delta_writer import DeltaWriter
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.apply.points import AppliedPoint
+    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.apply.table_features import COMPATIBLE
+    from ticdc_delta.schema_cache.events import TableName
+
+    spark, rows, keys = lake.spark, args.anatomy_rows, args.anatomy_keys
+    section(f"The same MERGE by delta-rs (no JVM) into a table the job made, against the job's MERGE "
+            f"({args.anatomy_merges} each, alternating)")
+    try:
+        from deltalake import DeltaTable
+        from deltalake.transaction import CommitProperties, Transaction
+    except ImportError:
+        print("  skipped: delta-rs is not installed (`pip install deltalake`, one of the tests' dependencies)")
+        return
+    locator = PathLocator(lake.path("anatomy-delta-rs"))
+    writer = DeltaWriter(SqlSession(spark), locator, table_features=COMPATIBLE)
+    ours, theirs = TableName("bench", "by_job"), TableName("bench", "by_delta_rs")
+    for table in (ours, theirs):
+        _table_of(spark, writer, locator, table, codec, rows)
+    path, model = locator.path(theirs), set(range(rows))
+    columns = [c.name for c in codec.schema.columns]
+    chosen, stamp = random.Random(29), [1 << 50]
+    spent: dict[str, list[tuple[float, float]]] = defaultdict(list)
+
+    def job_merge() -> None:
+        writer.merge(ours, codec.schema, _changes(codec, chosen, rows, keys, stamp[0]), AppliedPoint(ts=stamp[0]))
+
+    def delta_rs_merge() -> None:
+        source = _arrow_changes(chosen, rows, keys, stamp[0])
+        (DeltaTable(path).merge(source, "t.id = s.id", source_alias="s", target_alias="t", commit_properties=(
+            CommitProperties(app_transactions=[Transaction("ticdc-delta-bench", stamp[0])])))
+         .when_matched_delete("s.deleted")
+         .when_matched_update({c: f"s.{c}" for c in columns[1:]})
+         .when_not_matched_insert({c: f"s.{c}" for c in columns}, predicate="NOT s.deleted")
+         .execute())
+        for key, deleted in zip(source["id"].to_pylist(), source["deleted"].to_pylist(), strict=True):
+            (model.discard if deleted else model.add)(key)
+
+    for n in range(_WARM_UP + args.anatomy_merges):
+        for label, merge in (("the job's MERGE (Spark)", job_merge), ("delta-rs MERGE", delta_rs_merge)):
+            stamp[0] += 1
+            began, cpu = time.perf_counter(), _cpu_seconds()
+            merge()
+            if n >= _WARM_UP:
+                spent[label].append((time.perf_counter() - began, _cpu_seconds() - cpu))
+    for label, pairs in spent.items():
+        walls, cpus = [w for w, _ in pairs], [c for _, c in pairs]
+        print(f"  {label:<24} wall min {min(walls) * 1000:6.0f} ms median {statistics.median(walls) * 1000:6.0f} ms; "
+              f"CPU median {statistics.median(cpus) * 1000:6.0f} ms (this process and its JVM)")
+    job, rust = (statistics.median(w for w, _ in pairs) for pairs in spent.values())
+    print(f"  the job's MERGE vs delta-rs (wall medians): {job / rust:.1f}x")
+    read = {row[0] for row in spark.read.format("delta").load(path).select("id").collect()}
+    engines = {row[0] for row in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").select("engineInfo").collect()}
+    if read != model:
+        raise AssertionError(f"Spark read the delta-rs table unlike the model: {len(read - model)} keys not in it, "
+                             f"{len(model - read)} missing")
+    print(f"  Spark reads the delta-rs table equal to the model ({len(read)} keys; its writers: "
+          f"{', '.join(sorted(e.split(' ')[0] for e in engines if e))})")
 
 
 # --- what a second core gives a round ------------------------------------------------------------
