@@ -19,7 +19,8 @@ of medians in brackets). The load average is printed with each section. Sections
   10,000 and one of 100 changed keys spread over a 1M-row table, the 10,000 also into 100k rows; a
   full scan of each table; a RENAME COLUMN (a rewrite of the table under "compatible").
 - merge-anatomy: one warm small MERGE of the job (10 keys into 200 rows) under each layout: its wall time,
-  its Spark jobs by name, and the time outside them (`benchmarks/merge_anatomy.py`).
+  its Spark jobs by name, and the time outside them; the same change by delta-rs (no JVM) against the job's
+  MERGE; rounds over many tables on one core against every core (`benchmarks/merge_anatomy.py`).
 - memory: peak RSS of the job (Python + JVM) for 1M vs 100k events, and with one partition's
   watermark lagging the whole stream, each run as `ticdc-delta run` in its own process.
 - engines: the Spark engine (`run.engine = "spark"`) on a local[1] vs a local[2] session (what a second
