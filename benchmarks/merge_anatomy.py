@@ -268,6 +268,43 @@ def _without_jvm(args, lake, codec) -> None:
                              f"{len(model - read)} missing")
     print(f"  Spark reads the delta-rs table equal to the model ({len(read)} keys; its writers: "
           f"{', '.join(sorted(e.split(' ')[0] for e in engines if e))})")
+    if args.anatomy_tables:
+        _delta_rs_rounds(args, lake, codec, writer, locator, columns, DeltaTable, CommitProperties, Transaction)
+
+
+def _delta_rs_rounds(args, lake, codec, writer, locator, columns, DeltaTable, CommitProperties, Transaction) -> None:
+    """Rounds over `--anatomy-tables` tables the job's writer made, each merged once a round by delta-rs,
+    `--anatomy-concurrency` at once on threads: the rounds of the part below without the JVM."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ticdc_delta.schema_cache.events import TableName
+
+    names = [TableName("bench", f"rs{n}") for n in range(args.anatomy_tables)]
+    for name in names:
+        _table_of(lake.spark, writer, locator, name, codec, args.anatomy_rows)
+    chosen = random.Random(len(names))
+
+    def merge(name, stamp: int, source) -> None:
+        (DeltaTable(locator.path(name)).merge(source, "t.id = s.id", source_alias="s", target_alias="t", commit_properties=(
+            CommitProperties(app_transactions=[Transaction("ticdc-delta-bench", stamp)])))
+         .when_matched_delete("s.deleted")
+         .when_matched_update({c: f"s.{c}" for c in columns[1:]})
+         .when_not_matched_insert({c: f"s.{c}" for c in columns}, predicate="NOT s.deleted")
+         .execute())
+
+    spent = [0.0, 0.0]
+    with ThreadPoolExecutor(args.anatomy_concurrency) as pool:
+        for stamp in range(1, args.anatomy_rounds + 2):
+            sources = {name: _arrow_changes(chosen, args.anatomy_rows, args.anatomy_keys, stamp) for name in names}
+            began, cpu = time.perf_counter(), _cpu_seconds()
+            list(pool.map(lambda name, stamp=stamp, sources=sources: merge(name, stamp, sources[name]), names))
+            if stamp > 1:  # the first warmed up
+                spent[0] += time.perf_counter() - began
+                spent[1] += _cpu_seconds() - cpu
+    commits = len(names) * args.anatomy_rounds
+    print(f"  rounds over {len(names)} such tables by delta-rs, {args.anatomy_concurrency} at once (threads): "
+          f"{commits / spent[0]:.0f} commits a second ({commits} in {spent[0]:.1f}s), CPU {spent[1] / commits * 1000:.0f} ms "
+          "a commit (this process and its JVM)")
 
 
 # --- what a second core gives a round ------------------------------------------------------------
