@@ -219,8 +219,7 @@ def _without_jvm(args, lake, codec) -> None:
     section(f"The same MERGE by delta-rs (no JVM) into a table the job made, against the job's MERGE "
             f"({args.anatomy_merges} each, alternating)")
     try:
-        from deltalake import DeltaTable
-        from deltalake.transaction import CommitProperties, Transaction
+        import deltalake  # noqa: F401 - (only whether it is there: `_merge_by_delta_rs` uses it)
     except ImportError:
         print("  skipped: delta-rs is not installed (`pip install deltalake`, one of the tests' dependencies)")
         return
@@ -239,12 +238,7 @@ def _without_jvm(args, lake, codec) -> None:
 
     def delta_rs_merge() -> None:
         source = _arrow_changes(chosen, rows, keys, stamp[0])
-        (DeltaTable(path).merge(source, "t.id = s.id", source_alias="s", target_alias="t", commit_properties=(
-            CommitProperties(app_transactions=[Transaction("ticdc-delta-bench", stamp[0])])))
-         .when_matched_delete("s.deleted")
-         .when_matched_update({c: f"s.{c}" for c in columns[1:]})
-         .when_not_matched_insert({c: f"s.{c}" for c in columns}, predicate="NOT s.deleted")
-         .execute())
+        _merge_by_delta_rs(path, source, stamp[0], columns)
         for key, deleted in zip(source["id"].to_pylist(), source["deleted"].to_pylist(), strict=True):
             (model.discard if deleted else model.add)(key)
 
@@ -269,10 +263,24 @@ def _without_jvm(args, lake, codec) -> None:
     print(f"  Spark reads the delta-rs table equal to the model ({len(read)} keys; its writers: "
           f"{', '.join(sorted(e.split(' ')[0] for e in engines if e))})")
     if args.anatomy_tables:
-        _delta_rs_rounds(args, lake, codec, writer, locator, columns, DeltaTable, CommitProperties, Transaction)
+        _delta_rs_rounds(args, lake, codec, writer, locator, columns)
 
 
-def _delta_rs_rounds(args, lake, codec, writer, locator, columns, DeltaTable, CommitProperties, Transaction) -> None:
+def _merge_by_delta_rs(path: str, source, version: int, columns: list[str]) -> None:
+    """`source` (`_arrow_changes`) merged into the table at `path` by delta-rs, with an application transaction
+    of `version` as the job's idempotent-write pair has."""
+    from deltalake import DeltaTable
+    from deltalake.transaction import CommitProperties, Transaction
+
+    (DeltaTable(path).merge(source, "t.id = s.id", source_alias="s", target_alias="t", commit_properties=(
+        CommitProperties(app_transactions=[Transaction("ticdc-delta-bench", version)])))
+     .when_matched_delete("s.deleted")
+     .when_matched_update({c: f"s.{c}" for c in columns[1:]})
+     .when_not_matched_insert({c: f"s.{c}" for c in columns}, predicate="NOT s.deleted")
+     .execute())
+
+
+def _delta_rs_rounds(args, lake, codec, writer, locator, columns) -> None:
     """Rounds over `--anatomy-tables` tables the job's writer made, each merged once a round by delta-rs,
     `--anatomy-concurrency` at once on threads: the rounds of the part below without the JVM."""
     from concurrent.futures import ThreadPoolExecutor
@@ -283,21 +291,13 @@ def _delta_rs_rounds(args, lake, codec, writer, locator, columns, DeltaTable, Co
     for name in names:
         _table_of(lake.spark, writer, locator, name, codec, args.anatomy_rows)
     chosen = random.Random(len(names))
-
-    def merge(name, stamp: int, source) -> None:
-        (DeltaTable(locator.path(name)).merge(source, "t.id = s.id", source_alias="s", target_alias="t", commit_properties=(
-            CommitProperties(app_transactions=[Transaction("ticdc-delta-bench", stamp)])))
-         .when_matched_delete("s.deleted")
-         .when_matched_update({c: f"s.{c}" for c in columns[1:]})
-         .when_not_matched_insert({c: f"s.{c}" for c in columns}, predicate="NOT s.deleted")
-         .execute())
-
     spent = [0.0, 0.0]
     with ThreadPoolExecutor(args.anatomy_concurrency) as pool:
         for stamp in range(1, args.anatomy_rounds + 2):
             sources = {name: _arrow_changes(chosen, args.anatomy_rows, args.anatomy_keys, stamp) for name in names}
             began, cpu = time.perf_counter(), _cpu_seconds()
-            list(pool.map(lambda name, stamp=stamp, sources=sources: merge(name, stamp, sources[name]), names))
+            list(pool.map(lambda name, stamp=stamp, sources=sources: _merge_by_delta_rs(
+                locator.path(name), sources[name], stamp, columns), names))
             if stamp > 1:  # the first warmed up
                 spent[0] += time.perf_counter() - began
                 spent[1] += _cpu_seconds() - cpu
