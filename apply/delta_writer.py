@@ -14,6 +14,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from ticdc_delta.apply import history as history_sql
+from ticdc_delta.apply.delta_rs_merge import DeltaRsMerge
 from ticdc_delta.apply.evolution import EvolutionPlan, normalized_type, plan
 from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.locator import TableLocator
@@ -189,6 +190,7 @@ class DeltaWriter:
         times: PhaseTimes | None = None,
         *,
         table_features: str = COMPATIBLE,
+        small_merges: DeltaRsMerge | None = None,
     ) -> None:
         if table_features not in SETTINGS:
             raise ValueError(f"table_features: {table_features!r}; allowed: {', '.join(SETTINGS)}")
@@ -196,6 +198,8 @@ class DeltaWriter:
         self._locator = locator
         self._times = times or PhaseTimes()
         self._setting = table_features
+        # Small in-memory MERGEs committed by delta-rs where it writes what Spark would (apply.delta_rs_merge).
+        self._small_merges = small_merges
         # What each table touched has (column mapping, ...), read once; dropped
         # whenever the job changes a table's structure.
         self._layouts: dict[TableName, TableLayout] = {}
@@ -411,9 +415,26 @@ class DeltaWriter:
             source = SourceRows([row for row in source.rows if not row[-1]])  # deletes: nothing to delete
             if not source.rows:
                 return
-        schema = self._layout(table).delta_schema(schema)
+        layout = self._layout(table)
+        schema = layout.delta_schema(schema)
+        if isinstance(source, SourceRows) and self._merged_by_delta_rs(table, layout, schema, source, point,
+                                                                       idempotent=idempotent, note=note):
+            return
         with self._view(source, _source_schema(schema.columns, f"{_DELETED} BOOLEAN")) as view:
             self._merge_source(table, schema, view, point, into_empty=into_empty, idempotent=idempotent, note=note)
+
+    def _merged_by_delta_rs(self, table: TableName, layout: TableLayout, schema: TableSchema, source: SourceRows,
+                            point: AppliedPoint, *, idempotent: bool, note: Mapping[str, object] | None) -> bool:
+        """The MERGE committed by delta-rs, if configured and it takes this one (apply.delta_rs_merge)."""
+        if self._small_merges is None or layout.column_mapping or layout.deletion_vectors or layout.type_widening:
+            return False
+        location = getattr(self._locator, "path", None)
+        if location is None:
+            return False  # catalog tables: only the catalog's engines commit to them
+        txn = (APP_ID, point.through_ts) if idempotent and point.through_ts is not None else None
+        with self._times.phase("merge"):
+            self._sql.check_write(f"merge {table}")
+            return self._small_merges.merge(location(table), schema, source.rows, commit_tags(point, txn=txn, note=note))
 
     @contextmanager
     def _view(self, source: MergeSource, schema: str) -> Iterator[str]:

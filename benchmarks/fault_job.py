@@ -63,12 +63,13 @@ class KillSwitch:
         self._seen += 1
         return self._seen >= self.hit
 
-    def around(self, function, *, moment: str, once: bool = False):
+    def around(self, function, *, moment: str, once: bool = False, delay_scale: float = 1.0):
         """Run `function` with a kill at `moment`: "start", "during" (after `delay` s, if still running), "after".
 
         `once`: the site occurs once in the stream (a DDL), so a kill "during" it that finished sooner than
         `delay` is made right after it, not at a next occurrence that never comes (how long a rewrite takes
-        varies with the machine: a kill planned 1.2 s into a shorter rewrite was once not made at all)."""
+        varies with the machine: a kill planned 1.2 s into a shorter rewrite was once not made at all).
+        `delay_scale`: the site's own share of `delay` (a delta-rs MERGE lasts tens of milliseconds, not seconds)."""
 
         @functools.wraps(function)
         def wrapped(*args, **kwargs):
@@ -79,7 +80,7 @@ class KillSwitch:
             running = [True]
             timer = None
             if moment == "during":
-                timer = threading.Timer(self.delay, self._kill_if, args=(running,))
+                timer = threading.Timer(self.delay * delay_scale, self._kill_if, args=(running,))
                 timer.daemon = True
                 timer.start()
             try:
@@ -152,6 +153,10 @@ def install(switch: KillSwitch) -> None:
             return original_run(self, statement, tags, what=what)
 
         SqlSession.run = run
+        if switch.site != "stage":  # small MERGEs committed by delta-rs (target.small_merge_writer)
+            from ticdc_delta.apply.delta_rs_merge import DeltaRsMerge
+
+            DeltaRsMerge.merge = switch.around(DeltaRsMerge.merge, moment=moment, delay_scale=0.05)
     elif switch.site == "after_checkpoint":
         CheckpointStore.save = switch.around(CheckpointStore.save, moment="after")
     elif switch.site == "decode":

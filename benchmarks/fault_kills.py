@@ -49,6 +49,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kills-per-run", type=int, default=5, help="kills before a run's final restart")
     parser.add_argument("--kill-protocols", default=",".join(PROTOCOLS), help=f"comma-separated: {', '.join(PROTOCOLS)}")
     parser.add_argument("--kill-workdir", type=Path, default=None, help="where targets and logs go (default: a temp dir)")
+    parser.add_argument("--kill-small-merge-writer", choices=("spark", "delta-rs"), default="spark",
+                        help="the jobs' target.small_merge_writer (delta-rs: local targets only)")
 
 
 # --- workloads ------------------------------------------------------------------------------
@@ -551,6 +553,10 @@ def run(args) -> bool:
             targets = Targets(f"s3a://kills/{workdir.name}",
                               {"target": {"require_safe_commits": False}, "spark.conf": hadoop})
             print(f"tables under {targets.root} ({s3.endpoint})", flush=True)
+        if args.kill_small_merge_writer != "spark":
+            if targets is not None:
+                raise SystemExit("--kill-small-merge-writer delta-rs: local targets only (the product refuses others)")
+            targets = Targets(str(workdir), {"target": {"small_merge_writer": args.kill_small_merge_writer}})
         spark = get_spark("local[1]", conf, packages)
         for i, protocol in enumerate(protocols):
             share = args.kills // len(protocols) + (1 if i < args.kills % len(protocols) else 0)

@@ -67,14 +67,13 @@ def add_arguments(parser) -> None:
 def job_config(lake, topic: str, group: str, target: Path, work: Path, **run: object) -> Path:
     """A job's configuration file: `topic` read by `group` into `target`, with `run` as its [run] section; a key
     "section.name" goes to that section instead (e.g. "spark.quick_compiler_max_backlog")."""
-    sections: dict[str, dict[str, object]] = {"run": {}}
+    sections: dict[str, dict[str, object]] = {"target": {"path": str(target)}, "run": {}}
     for key, value in run.items():
         section, _, name = key.rpartition(".")
         sections.setdefault(section or "run", {})[name] = value
     config = work / f"{group}.toml"
     config.write_text(
         f'[kafka]\nbootstrap_servers = "{lake.broker.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "{group}"\n'
-        f'[target]\npath = "{target}"\n'
         + "".join(f"[{section}]\n" + "".join(f"{key} = {_toml(value)}\n" for key, value in values.items())
                   for section, values in sections.items())
     )

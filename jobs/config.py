@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from ticdc_delta.apply.delta_rs_merge import available as delta_rs_available
+from ticdc_delta.apply.delta_rs_merge import local_path
 from ticdc_delta.apply.history import HistoryChoice
 from ticdc_delta.apply.table_features import COMPATIBLE
 from ticdc_delta.apply.table_features import SETTINGS as TABLE_FEATURE_SETTINGS
@@ -23,6 +25,9 @@ from ticdc_delta.schema_cache.protocols import protocol_options
 from ticdc_delta.schema_cache.simple.options import SimpleOptions
 from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
 from ticdc_delta.schema_cache.types import TypeOptions
+
+SPARK_WRITER, DELTA_RS_WRITER = "spark", "delta-rs"
+SMALL_MERGE_WRITERS = (SPARK_WRITER, DELTA_RS_WRITER)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -98,13 +103,31 @@ class TargetConfig:
     # On S3 the lease and exactly-once need a Delta log store whose commits are put-if-absent
     # (jobs/runtime.py); false only where nothing but this job ever writes under the target.
     require_safe_commits: bool = True
+    # Who commits a batch's small MERGEs of rows held in memory: "spark", or "delta-rs" (the `deltalake`
+    # package: about 45x less CPU a commit; path tables on the local file system, "compatible" layout;
+    # apply.delta_rs_merge). Spark keeps DDL, large MERGEs and every table delta-rs cannot write as it would.
+    small_merge_writer: str = SPARK_WRITER
 
     def __post_init__(self) -> None:
         if bool(self.path) == bool(self.catalog):
             raise ConfigError("target: set exactly one of target.path (path tables) or target.catalog (catalog tables)")
         require_choice("target.table_features", self.table_features, TABLE_FEATURE_SETTINGS)
+        require_choice("target.small_merge_writer", self.small_merge_writer, SMALL_MERGE_WRITERS)
+        if self.small_merge_writer == DELTA_RS_WRITER:
+            self._check_delta_rs()
         if not isinstance(self.require_safe_commits, bool):
             raise ConfigError(f"target.require_safe_commits: true or false, got {self.require_safe_commits!r}")
+
+    def _check_delta_rs(self) -> None:
+        why = None
+        if not self.path or local_path(self.path) is None:
+            why = "it writes path tables on the local file system only (target.path = a folder or a file: URL)"
+        elif self.table_features != COMPATIBLE:
+            why = "it writes tables of the compatible layout only (target.table_features = \"compatible\")"
+        elif not delta_rs_available():
+            why = "the deltalake package is not installed: pip install 'ticdc-delta[delta-rs]'"
+        if why:
+            raise ConfigError(f"target.small_merge_writer = \"delta-rs\": {why}; or set it to \"spark\"")
 
 
 @dataclass(frozen=True)

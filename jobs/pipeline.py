@@ -30,6 +30,7 @@ from ticdc_delta.apply.applier import Applier, ApplySummary
 from ticdc_delta.apply.changes import TableChanges
 from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore, Retention
 from ticdc_delta.apply.dead_letters import DeadLetterTable
+from ticdc_delta.apply.delta_rs_merge import DeltaRsMerge
 from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.gate import Gate, gate_for
 from ticdc_delta.apply.lease import ConsumerLease, committing_processes
@@ -43,7 +44,7 @@ from ticdc_delta.apply.tombstones import Tombstones
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.batch_metrics import MetricsRecorder, commit_ts_lag_ms, offset_lag
 from ticdc_delta.jobs.caught_up import commit_tag
-from ticdc_delta.jobs.config import Config
+from ticdc_delta.jobs.config import DELTA_RS_WRITER, Config, TargetConfig
 from ticdc_delta.jobs.intake import DriverIntake, Intake, Reading
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.live_progress import ProgressLine
@@ -58,6 +59,11 @@ def locator_for(config: Config) -> TableLocator:
     if config.target.path:
         return PathLocator(config.target.path, config.kafka.group_id)
     return CatalogLocator(config.target.catalog, config.target.meta_schema)
+
+
+def small_merges_of(target: TargetConfig) -> DeltaRsMerge | None:
+    """Who commits small MERGEs besides Spark (`target.small_merge_writer`): delta-rs, or nobody."""
+    return DeltaRsMerge() if target.small_merge_writer == DELTA_RS_WRITER else None
 
 
 @dataclass
@@ -151,7 +157,8 @@ class Pipeline:
         sql.guard_writes(lease.check)
         decoder = create_decoder(config.protocol, config.types)
         times = PhaseTimes()
-        writer = DeltaWriter(sql, locator, times, table_features=config.target.table_features)
+        writer = DeltaWriter(sql, locator, times, table_features=config.target.table_features,
+                             small_merges=small_merges_of(config.target))
         run = config.run
         source = KafkaSource(config.kafka, commit_tag(config.target))
         stop = stop or threading.Event()

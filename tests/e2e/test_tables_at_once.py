@@ -2,31 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
 
 from testbed.demo import demo_changefeed
-from tests.support import assert_table, publish, run_job
+from tests.support import assert_table, job_config, publish
 from tests.workloads import DEMO_TABLE_DDLS
 from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.apply.progress import read_progress
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.apply.table_pool import TablePool
+from ticdc_delta.jobs.pipeline import Pipeline
 from ticdc_delta.schema_cache.events import TableName
 
 pytestmark = pytest.mark.e2e
 
 
-def test_one_table_failing_while_the_others_commit_ends_exact_after_a_restart(spark, kafka, tmp_path, unique, monkeypatch):
+@pytest.mark.parametrize("small_merges", ["spark", "delta-rs"])
+def test_one_table_failing_while_the_others_commit_ends_exact_after_a_restart(spark, kafka, tmp_path, unique, monkeypatch,
+                                                                              small_merges):
     """About 15 s: two in-process job runs over the demo stream."""
     # Setup: the demo stream (customers and orders, an ALTER, key changes) in one batch, the tables merged at
     #    once on two threads; orders' MERGE there fails (as a lost storage call would) while customers' runs
     #    on the other thread. Then a run without the fault.
     # Expect: the first run fails with that error after customers committed (its applied point is on its
     #    table, merged at once with orders' failing one); the second run applies what orders lacks, skips
-    #    what customers holds, and both tables equal upstream.
+    #    what customers holds, and both tables equal upstream. With small MERGEs committed by delta-rs
+    #    (target.small_merge_writer), the same, and the tables' MERGEs are delta-rs commits.
     feed = demo_changefeed(seed=21, changes=200)
     topic, target, group = f"tables-{unique}", str(tmp_path), f"g-{unique}"
     publish(kafka, topic, feed.messages)
@@ -52,15 +57,20 @@ def test_one_table_failing_while_the_others_commit_ends_exact_after_a_restart(sp
     monkeypatch.setattr(TablePool, "run_each", tables_at_once)
     monkeypatch.setattr(DeltaWriter, "merge", failing_merge)
     run = {"mode": "until-idle", "batch_max_seconds": 30.0, "batch_max_messages": 100_000, "apply_concurrency": 2}
+    config = job_config(kafka, topic, target, group, run=run)
+    config = dataclasses.replace(config, target=dataclasses.replace(config.target, small_merge_writer=small_merges))
     with pytest.raises(OSError, match="orders' MERGE failed"):
-        run_job(spark, kafka, topic, target, group, run=run)
+        Pipeline.from_config(config, spark).run()
     customers = read_progress(SqlSession(spark), PathLocator(target).sql_name(TableName("shop", "customers")))
     assert customers.exists and customers.point is not None and customers.point.ts is not None
     assert pooled == ["customers"] and failed
     monkeypatch.setattr(DeltaWriter, "merge", merge)
 
-    again = run_job(spark, kafka, topic, target, group, run=run)
+    again = Pipeline.from_config(config, spark).run()
 
     assert again.replays_skipped > 0
     for table, ddl in DEMO_TABLE_DDLS.items():
         assert_table(spark, target, feed, "shop", table, ddl)
+        name = PathLocator(target).sql_name(TableName("shop", table))
+        engines = {row[0].split(":")[0] for row in spark.sql(f"DESCRIBE HISTORY {name}").select("engineInfo").collect()}
+        assert ("delta-rs" in engines) == (small_merges == "delta-rs"), engines

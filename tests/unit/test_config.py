@@ -163,6 +163,28 @@ def test_table_features_default_to_tables_every_reader_opens():
         config.from_mapping({**MINIMAL, "target": {"path": "/lake", "table_features": "all"}})
 
 
+def test_small_merges_by_delta_rs_need_local_path_tables_of_the_compatible_layout():
+    assert config.from_mapping(MINIMAL).target.small_merge_writer == "spark"
+    chosen = {"path": "/lake", "small_merge_writer": "delta-rs"}
+    assert config.from_mapping({**MINIMAL, "target": chosen}).target.small_merge_writer == "delta-rs"
+    assert config.from_mapping({**MINIMAL, "target": {**chosen, "path": "file:///lake"}}).target.small_merge_writer
+    refused = [
+        ({**chosen, "path": "s3a://bucket/lake"}, "path tables on the local file system only"),
+        ({"catalog": "main", "small_merge_writer": "delta-rs"}, "path tables on the local file system only"),
+        ({**chosen, "table_features": "full"}, "tables of the compatible layout only"),
+        ({**chosen, "small_merge_writer": "rust"}, "target.small_merge_writer: 'rust' is not allowed"),
+    ]
+    for target, why in refused:
+        with pytest.raises(ConfigError, match=why):
+            config.from_mapping({**MINIMAL, "target": target})
+
+
+def test_small_merges_by_delta_rs_without_deltalake_installed_name_the_remedy(monkeypatch):
+    monkeypatch.setattr(config, "delta_rs_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"pip install 'ticdc-delta\[delta-rs\]'; or set it to \"spark\""):
+        config.from_mapping({**MINIMAL, "target": {"path": "/lake", "small_merge_writer": "delta-rs"}})
+
+
 def test_variant_columns_need_full_table_features():
     # Non-Spark readers read a VARIANT column as its binary encoding: not with tables meant for them.
     with pytest.raises(ConfigError, match=r"types.json: 'variant' needs target.table_features = 'full'"):

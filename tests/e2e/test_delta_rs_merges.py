@@ -1,0 +1,164 @@
+"""Small MERGEs committed by delta-rs (`target.small_merge_writer = "delta-rs"`, apply.delta_rs_merge): what Spark
+reads back, the commit's tags, and the tables left to Spark's MERGE."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from ticdc_delta.apply.collapse import NetChange
+from ticdc_delta.apply.delta_rs_merge import DeltaRsMerge
+from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.merge_source import SourceRows
+from ticdc_delta.apply.points import AppliedPoint, TableProgress
+from ticdc_delta.apply.progress import read_progress
+from ticdc_delta.apply.table_features import COMPATIBLE, FULL
+from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
+
+pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
+    "Spark and Delta of each release read what delta-rs committed: its files, tags and idempotent-write pair"
+)]
+
+UTC = dt.timezone.utc
+# Every scalar type the product maps upstream columns to, each column named as upstream may name it; dates
+# and times from the earliest that delta-rs writes (`test_early_dates_and_times_are_merged_by_spark`).
+COLUMNS = (
+    Column("id", "BIGINT"), Column("Tiny", "TINYINT"), Column("small", "SMALLINT"), Column("medium int", "INT"),
+    Column("unsigned big", "DECIMAL(20,0)"), Column("price", "DECIMAL(38,10)"), Column("f", "FLOAT"),
+    Column("d", "DOUBLE"), Column("day", "DATE"), Column("at", "TIMESTAMP"), Column("wall", "TIMESTAMP_NTZ"),
+    Column('na"me.ü', "STRING"), Column("blob", "BINARY"), Column("flag", "BOOLEAN"),
+)
+EXTREMES = [
+    (1, -128, -32768, -2**31, Decimal(2**64 - 1), Decimal("-9999999999999999999999999999.9999999999"), -0.0,
+     5e-324, dt.date(1582, 10, 15), dt.datetime(1900, 1, 1, tzinfo=UTC), dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+     "𝄞 four-byte ü", b"\x00\xff", True),
+    (2, 127, 32767, 2**31 - 1, Decimal(0), Decimal("0.0000000001"), 3.4028235e38, -1.7976931348623157e308,
+     dt.date(9999, 12, 31), dt.datetime(2038, 1, 19, 3, 14, 8, 123456, tzinfo=UTC),
+     dt.datetime(1900, 1, 1), "", b"", False),
+    (3, None, None, None, None, None, None, None, None, None, None, None, None, None),
+]
+
+
+def _writers(sql, tmp_path, layout: str = COMPATIBLE):
+    locator = PathLocator(str(tmp_path))
+    return (DeltaWriter(sql, locator, table_features=layout, small_merges=DeltaRsMerge()),
+            DeltaWriter(sql, locator, table_features=layout), locator)
+
+
+def _engines(spark, name: str) -> list[str]:
+    """The engine of each commit, oldest first."""
+    rows = spark.sql(f"DESCRIBE HISTORY {name}").orderBy("version").select("engineInfo").collect()
+    return [(r[0] or "").split("/")[0].split(":")[0] for r in rows]
+
+
+def _rows(spark, name: str) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.table(name).collect())
+
+
+def test_delta_rs_merges_read_back_as_spark_merges_them(sql, spark, tmp_path):
+    # Setup: two tables of every scalar type, made by the job's writer; the same net changes merged into one
+    # by delta-rs and into the other by Spark, in three batches (inserts at each type's extremes, an update and
+    # a delete, then a replay of the first batch and an older one).
+    # Expect: Spark reads both tables equal after every batch, the delta-rs table's MERGE commits are delta-rs's,
+    # its applied point reads back, and the replayed and older batches commit nothing.
+    by_rs, by_spark, locator = _writers(sql, tmp_path)
+    tables = {by_rs: TableName("db", "rs"), by_spark: TableName("db", "spark")}
+    schemas = {w: TableSchema(t, COLUMNS, ("id",)) for w, t in tables.items()}
+    for writer, table in tables.items():
+        writer.create(table, schemas[writer], None, replace=False)
+    updated = (2, *EXTREMES[0][1:])
+    batches = [
+        (100, [NetChange(False, row) for row in EXTREMES]),
+        (200, [NetChange(False, updated), NetChange(True, EXTREMES[2])]),
+        (100, [NetChange(False, EXTREMES[2])]),  # a replay: the table holds it already
+        (150, [NetChange(True, EXTREMES[0])]),  # older than the table: never moves it back
+    ]
+    for ts, changes in batches:
+        for writer, table in tables.items():
+            writer.merge(table, schemas[writer], SourceRows.of(changes), AppliedPoint(ts=ts))
+        assert _rows(spark, locator.sql_name(tables[by_rs])) == _rows(spark, locator.sql_name(tables[by_spark]))
+    rs_name = locator.sql_name(tables[by_rs])
+    assert [r[0] for r in _rows(spark, rs_name)] == [1, 2]
+    assert _engines(spark, rs_name) == ["Apache-Spark", "delta-rs", "delta-rs"]
+    assert read_progress(sql, rs_name) == TableProgress(True, AppliedPoint(ts=200))
+
+
+def test_spark_and_delta_rs_merge_the_same_table_in_turn(sql, spark, tmp_path):
+    # Setup: one table merged by delta-rs, then by Spark (a source over the row limit), then by delta-rs again.
+    # Expect: each sees the other's rows and pair: the Spark MERGE at an older commitTs commits nothing.
+    schema = TableSchema(TableName("db", "t"), (Column("id", "INT"), Column("v", "STRING")), ("id",))
+    locator = PathLocator(str(tmp_path))
+    writer = DeltaWriter(sql, locator, small_merges=DeltaRsMerge(max_rows=2))
+    writer.create(schema.name, schema, None, replace=False)
+    name = locator.sql_name(schema.name)
+    writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (1, "a"))]), AppliedPoint(ts=10))
+    many = [NetChange(False, (k, "b")) for k in range(1, 4)]
+    writer.merge(schema.name, schema, SourceRows.of(many), AppliedPoint(ts=5))  # older: skipped by Spark
+    writer.merge(schema.name, schema, SourceRows.of(many), AppliedPoint(ts=20))
+    writer.merge(schema.name, schema, SourceRows.of([NetChange(True, (2, "b"))]), AppliedPoint(ts=30))
+    assert _rows(spark, name) == [(1, "b"), (3, "b")]
+    assert _engines(spark, name) == ["Apache-Spark", "delta-rs", "Apache-Spark", "delta-rs"]
+    assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=30))
+
+
+def _merged_by_spark(spark, writer, where, schema: TableSchema, prepare=None) -> None:
+    writer.create(schema.name, schema, None, replace=False)
+    name = where.sql_name(schema.name)
+    if prepare:
+        spark.sql(prepare.format(name=name))
+    writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (1, "a"))]), AppliedPoint(ts=10))
+    assert [r[:2] for r in _rows(spark, name)] == [(1, "a")], schema.name
+    assert "delta-rs" not in _engines(spark, name), schema.name
+
+
+def test_compatible_tables_delta_rs_cannot_write_as_spark_would_are_merged_by_spark(sql, spark, tmp_path):
+    # Setup: a table whose column name holds a backquote (delta-rs cannot address it), and one with a column the
+    # changes lack (added by a user: Spark's MERGE leaves it NULL, delta-rs's insert-all would refuse).
+    # Expect: each MERGE is Spark's, with the right rows.
+    writer, _, locator = _writers(sql, tmp_path)
+    _merged_by_spark(spark, writer, locator,
+                     TableSchema(TableName("db", "tick"), (Column("id", "INT"), Column("v`", "STRING")), ("id",)))
+    _merged_by_spark(spark, writer, locator,
+                     TableSchema(TableName("db", "extra"), (Column("id", "INT"), Column("v", "STRING")), ("id",)),
+                     prepare="ALTER TABLE {name} ADD COLUMNS (note STRING)")
+
+
+@pytest.mark.spark_only_tables("a full-layout table, which delta-rs refuses to open")
+def test_full_layout_tables_are_merged_by_spark(sql, spark, tmp_path):
+    # Setup: a full-layout table (column mapping, deletion vectors) and a writer with delta-rs configured.
+    # Expect: its MERGE is Spark's, with the right rows.
+    writer, _, locator = _writers(sql, tmp_path, FULL)
+    _merged_by_spark(spark, writer, locator,
+                     TableSchema(TableName("db", "full"), (Column("id", "INT"), Column("v", "STRING")), ("id",)))
+
+
+def test_early_dates_and_times_are_merged_by_spark(sql, spark, tmp_path):
+    # Setup: a table with a DATE and a DATETIME column; changes holding a date before 1582-10-15, then a table
+    # already holding a DATETIME before 1900 and changes that do not.
+    # Expect: those MERGEs are Spark's (Spark 3.5 refuses to read such values from Parquet files another writer
+    # made, and a MERGE rewrites the files of the rows it changes); into a table whose rows Spark wrote without
+    # them (its files' statistics say so), the MERGE is delta-rs's.
+    writer, _, locator = _writers(sql, tmp_path)
+    columns = (Column("id", "INT"), Column("day", "DATE"), Column("wall", "TIMESTAMP_NTZ"))
+    early = TableSchema(TableName("db", "early"), columns, ("id",))
+    writer.create(early.name, early, None, replace=False)
+    writer.merge(early.name, early, SourceRows.of([NetChange(False, (1, dt.date(1000, 1, 1), None))]),
+                 AppliedPoint(ts=10))
+    held = TableSchema(TableName("db", "held"), columns, ("id",))
+    writer.create(held.name, held, None, replace=False)
+    spark.sql(f"INSERT INTO {locator.sql_name(held.name)} VALUES (1, NULL, TIMESTAMP_NTZ'1899-12-31 23:59:59')")
+    writer.merge(held.name, held, SourceRows.of([NetChange(False, (2, dt.date(2020, 1, 1), None))]),
+                 AppliedPoint(ts=10))
+    modern = TableSchema(TableName("db", "modern"), columns, ("id",))
+    writer.create(modern.name, modern, None, replace=False)
+    spark.sql(f"INSERT INTO {locator.sql_name(modern.name)} VALUES (2, DATE'1900-01-01', TIMESTAMP_NTZ'1990-01-01')")
+    writer.merge(modern.name, modern, SourceRows.of([NetChange(False, (1, dt.date(2020, 1, 1), None))]),
+                 AppliedPoint(ts=10))
+    assert _rows(spark, locator.sql_name(early.name)) == [(1, dt.date(1000, 1, 1), None)]
+    assert len(_rows(spark, locator.sql_name(held.name))) == 2
+    assert [e for e in _engines(spark, locator.sql_name(early.name)) if e == "delta-rs"] == []
+    assert [e for e in _engines(spark, locator.sql_name(held.name)) if e == "delta-rs"] == []
+    assert _engines(spark, locator.sql_name(modern.name)) == ["Apache-Spark", "Apache-Spark", "delta-rs"]
