@@ -129,7 +129,17 @@ class DeltaRsMerge:
         except DeltaProtocolError as err:
             log.debug("%s: left to Spark's MERGE: %s", location, err)
             return False
+        self._checkpoint_as_spark_would(table)
         return True
+
+    @staticmethod
+    def _checkpoint_as_spark_would(table) -> None:
+        # Spark checkpoints a table's log every `delta.checkpointInterval` commits (10 unless set); delta-rs only
+        # every 100. Without one every 10, each first read of the table (a restart's applied point, Spark's next
+        # MERGE or DDL) would replay up to 100 commit files, and so would each of delta-rs's own loads.
+        interval = int(table.metadata().configuration.get("delta.checkpointInterval", "10"))
+        if interval > 0 and table.version() % interval == 0:
+            table.create_checkpoint()
 
     def _source(self, schema: TableSchema, rows: Sequence[tuple]):
         """The rows as an Arrow table named as the table's columns, then a deleted flag named unlike any of them."""

@@ -101,7 +101,13 @@ def test_spark_and_delta_rs_merge_the_same_table_in_turn(sql, spark, tmp_path):
     writer.merge(schema.name, schema, SourceRows.of([NetChange(True, (2, "b"))]), AppliedPoint(ts=30))
     assert _rows(spark, name) == [(1, "b"), (3, "b")]
     assert _engines(spark, name) == ["Apache-Spark", "delta-rs", "Apache-Spark", "delta-rs"]
-    assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=30))
+    # Then 8 more by delta-rs: version 10 gets a checkpoint as Spark's commits do, and Spark reads through it.
+    for ts in range(31, 39):
+        writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (ts, "c"))]), AppliedPoint(ts=ts))
+    assert (tmp_path / "db" / "t" / "_delta_log" / "00000000000000000010.checkpoint.parquet").exists()
+    spark.catalog.clearCache()
+    assert len(_rows(spark, name)) == 10
+    assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=38))
 
 
 def _merged_by_spark(spark, writer, where, schema: TableSchema, prepare=None) -> None:
