@@ -17,7 +17,9 @@ A merge is taken only where its result is the one Spark's would have been:
   before 1900: Spark 3.5 refuses to read such values from Parquet files another writer made (it cannot tell
   their calendar; SPARK-31404), and a MERGE rewrites the files holding the rows it changes.
 
-Anything else returns False and the caller runs Spark's MERGE. The commit carries the same tags as
+Anything else returns False and the caller runs Spark's MERGE. The same reader gives the job what it reads of a
+table at its first touch (`facts`: its newest commits' markers, its columns, its properties), which from Spark
+would load the table's snapshot into the JVM: about a second a table the JVM has not read within the hour. The commit carries the same tags as
 Spark's: the applied point in `userMetadata` and the idempotent-write pair as a Delta `txn` action
 (Spark skips a MERGE whose pair the table already has; here the same check is made before writing).
 """
@@ -28,7 +30,8 @@ import datetime as dt
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from ticdc_delta.apply.arrow_types import arrow_type
 from ticdc_delta.apply.sql_session import CommitTags
@@ -74,6 +77,28 @@ def _identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+# Delta's primitive type names as Spark's simpleString names them (the product's column types only).
+_SPARK_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
+_PLAIN_TYPES = frozenset({"float", "double", "boolean", "string", "binary", "date", "timestamp", "timestamp_ntz"})
+_DECIMAL = re.compile(r"decimal\(\d+,\d+\)")
+
+
+@dataclass(frozen=True)
+class TableFacts:
+    """What the job reads of a table at its first touch, as Spark would give it."""
+
+    exists: bool
+    # The `userMetadata` of its newest commits, newest first (at most the depth asked for).
+    user_metadata: tuple[str | None, ...] = ()
+    # (Delta name, Spark type name as `DataType.simpleString` gives it) of each column.
+    columns: tuple[tuple[str, str], ...] = ()
+    # Its properties as SHOW TBLPROPERTIES lists them (configuration and supported table features).
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+
+MISSING = TableFacts(exists=False)
+
+
 class DeltaRsMerge:
     """MERGEs of in-memory net changes (values of the table's columns, then whether deleted) by delta-rs."""
 
@@ -82,6 +107,37 @@ class DeltaRsMerge:
 
         self._pa = pyarrow
         self.max_rows = max_rows
+
+    def facts(self, location: str, depth: int) -> TableFacts | None:
+        """What the job reads of the table at `location` at its first touch (`depth`: how many of its newest
+        commits' metadata); None where Spark must read it (another store, a table feature delta-rs does not
+        read, column mapping, a column type the product does not make)."""
+        path = local_path(location)
+        if path is None:
+            return None
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaProtocolError, TableNotFoundError
+
+        try:
+            table = DeltaTable(path)
+        except TableNotFoundError:
+            return MISSING
+        except DeltaProtocolError:
+            return None
+        properties = dict(table.metadata().configuration)
+        if properties.get("delta.columnMapping.mode", "none") != "none":
+            return None  # (physical column names differ from the schema's)
+        protocol = table.protocol()
+        for feature in {*(protocol.reader_features or ()), *(protocol.writer_features or ())}:
+            properties[f"delta.feature.{feature}"] = "supported"
+        columns = []
+        for column in json.loads(table.schema().to_json())["fields"]:
+            kind = column["type"]
+            if not isinstance(kind, str) or not (kind in _PLAIN_TYPES or kind in _SPARK_NAMES or _DECIMAL.fullmatch(kind)):
+                return None
+            columns.append((column["name"], _SPARK_NAMES.get(kind, kind)))
+        history = table.history(depth)
+        return TableFacts(True, tuple(commit.get("userMetadata") for commit in history), tuple(columns), properties)
 
     def merge(self, location: str, schema: TableSchema, rows: Sequence[tuple], tags: CommitTags) -> bool:
         """Merge `rows` into the table at `location` with `tags` on its commit; False if not taken (Spark's to do).

@@ -14,14 +14,14 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from ticdc_delta.apply import history as history_sql
-from ticdc_delta.apply.delta_rs_merge import DeltaRsMerge
+from ticdc_delta.apply.delta_rs_merge import DeltaRsMerge, TableFacts
 from ticdc_delta.apply.evolution import EvolutionPlan, normalized_type, plan
 from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.merge_source import MergeSource, SourceRows
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.points import AppliedPoint, PendingBackfill, TableProgress
-from ticdc_delta.apply.progress import APP_ID, commit_tags, read_progress
+from ticdc_delta.apply.progress import APP_ID, commit_tags, described_history, read_progress
 from ticdc_delta.apply.sql_session import INTERPRETED_EXPRESSIONS, SqlSession, spark_version
 from ticdc_delta.apply.table_features import COMPATIBLE, SETTINGS, TableLayout
 from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
@@ -222,7 +222,24 @@ class DeltaWriter:
             name = self._name(table)
             if self._locator.gone(table):
                 return TableProgress(exists=False)  # its folder, if still there, holds the table that left
-            return read_progress(self._sql, name)
+            if self._facts(table, 1) is None:
+                return read_progress(self._sql, name)
+
+            def commits(depth: int) -> list[str | None] | None:
+                facts = self._facts(table, depth)
+                if facts is None:  # (no longer one delta-rs reads as Spark would)
+                    return described_history(self._sql, name, depth)
+                return list(facts.user_metadata) if facts.exists else None
+
+            return read_progress(self._sql, name, commits)
+
+    def _facts(self, table: TableName, depth: int = 1) -> TableFacts | None:
+        """What delta-rs reads of the table, where the job has it (`target.small_merge_writer`) and the table is
+        one it reads as Spark would; None: Spark's to read."""
+        location = getattr(self._locator, "path", None)
+        if self._small_merges is None or location is None:
+            return None
+        return self._small_merges.facts(location(table), depth)
 
     def columns(self, table: TableName) -> list[tuple[str, str]]:
         """(upstream name, Spark type) of the table's current columns."""
@@ -230,6 +247,9 @@ class DeltaWriter:
         return [(layout.upstream_name(name), kind) for name, kind in self._delta_columns(table)]
 
     def _delta_columns(self, table: TableName) -> list[tuple[str, str]]:
+        facts = self._facts(table)
+        if facts is not None and facts.exists:
+            return list(facts.columns)
         fields = self._sql.table(self._name(table)).schema.fields
         return [(f.name, f.dataType.simpleString()) for f in fields]
 
@@ -238,8 +258,12 @@ class DeltaWriter:
         return layout if layout is not None else self._read_layout(table)
 
     def _read_layout(self, table: TableName) -> TableLayout:
-        rows = self._sql.sql(f"SHOW TBLPROPERTIES {self._name(table)}").collect()
-        layout = self._layouts[table] = TableLayout.of({r["key"]: r["value"] for r in rows})
+        facts = self._facts(table)
+        if facts is not None and facts.exists:
+            properties = facts.properties
+        else:
+            properties = {r["key"]: r["value"] for r in self._sql.sql(f"SHOW TBLPROPERTIES {self._name(table)}").collect()}
+        layout = self._layouts[table] = TableLayout.of(properties)
         unreadable = layout.unreadable_features()
         if self._setting == COMPATIBLE and unreadable and table not in self._warned:
             # Created under "full" or by an earlier release, or given features by session or

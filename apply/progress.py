@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException
@@ -108,25 +108,39 @@ def _progress_of(marker: dict) -> TableProgress:
     )
 
 
-def read_progress(sql: SqlSession, sql_name: str) -> TableProgress:
-    """Whether the table exists, and the progress its newest marked commit records."""
+def read_progress(sql: SqlSession, sql_name: str,
+                  commits: Callable[[int], Sequence[str | None] | None] | None = None) -> TableProgress:
+    """Whether the table exists, and the progress its newest marked commit records.
+
+    `commits(depth)`: the `userMetadata` of the table's newest `depth` commits, newest first, or None where the
+    table does not exist, when read another way than DESCRIBE HISTORY on `sql` (delta-rs: `DeltaWriter`).
+    """
+    commits = commits or (lambda depth: described_history(sql, sql_name, depth))
     # The newest commit alone first: nearly always the job's own, marked. Each commit Delta lists for the
     # history is a file it reads (a GET on an object store), so the deeper read is left to tables another
     # writer committed to last (an OPTIMIZE, a user's statement).
     for depth in (1, _HISTORY_DEPTH):
-        try:
-            rows = sql.sql(f"DESCRIBE HISTORY {sql_name} LIMIT {depth}").select("userMetadata").collect()
-        except AnalysisException as err:
-            if is_missing_table(err):
-                return TableProgress(exists=False)
-            raise
-        for row in rows:
-            marker = _marker_of(row["userMetadata"])
+        metadata = commits(depth)
+        if metadata is None:
+            return TableProgress(exists=False)
+        for user_metadata in metadata:
+            marker = _marker_of(user_metadata)
             if marker is not None:
                 return _progress_of(marker)
-    if len(rows) == _HISTORY_DEPTH:
+    if len(metadata) == _HISTORY_DEPTH:
         log.warning("%s: no applied marker in its last %d commits; replaying from scratch", sql_name, _HISTORY_DEPTH)
     return TableProgress(exists=True)
+
+
+def described_history(sql: SqlSession, sql_name: str, depth: int) -> list[str | None] | None:
+    """The `userMetadata` of the table's newest `depth` commits, newest first, by Spark; None: no such table."""
+    try:
+        rows = sql.sql(f"DESCRIBE HISTORY {sql_name} LIMIT {depth}").select("userMetadata").collect()
+    except AnalysisException as err:
+        if is_missing_table(err):
+            return None
+        raise
+    return [row["userMetadata"] for row in rows]
 
 
 # --- a table's history, and the table as of an upstream commitTs -------------------------

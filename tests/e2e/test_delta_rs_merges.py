@@ -168,3 +168,35 @@ def test_early_dates_and_times_are_merged_by_spark(sql, spark, tmp_path):
     assert [e for e in _engines(spark, locator.sql_name(early.name)) if e == "delta-rs"] == []
     assert [e for e in _engines(spark, locator.sql_name(held.name)) if e == "delta-rs"] == []
     assert _engines(spark, locator.sql_name(modern.name)) == ["Apache-Spark", "Apache-Spark", "delta-rs"]
+
+
+def test_first_touch_reads_by_delta_rs_equal_spark_s(sql, spark, tmp_path):
+    # Setup: a table of every type merged at commitTs 100, then a commit of a user on top (unmarked), and a
+    # table name with nothing there; one writer reading through delta-rs, one through Spark.
+    # Expect: delta-rs reads each table (not Spark's fallback), and the applied point (from below the user's
+    # commit), the columns and the layout are what Spark reads.
+    by_rs, by_spark, locator = _writers(sql, tmp_path)
+    table, missing = TableName("db", "t"), TableName("db", "missing")
+    schema = TableSchema(table, COLUMNS, ("id",))
+    by_rs.create(table, schema, None, replace=False)
+    by_rs.merge(table, schema, SourceRows.of([NetChange(False, EXTREMES[0])]), AppliedPoint(ts=100))
+    spark.sql(f"ALTER TABLE {locator.sql_name(table)} SET TBLPROPERTIES ('owner.note' = 'a user was here')")
+    assert by_rs._facts(table) is not None and by_rs._facts(missing) is not None
+    assert by_rs.progress(table) == by_spark.progress(table) == TableProgress(True, AppliedPoint(ts=100))
+    assert by_rs.progress(missing) == by_spark.progress(missing) == TableProgress(exists=False)
+    assert by_rs.columns(table) == by_spark.columns(table)
+    assert by_rs._read_layout(table) == by_spark._read_layout(table)
+
+
+@pytest.mark.spark_only_tables("a full-layout table, which delta-rs refuses to open")
+def test_first_touch_reads_of_full_layout_tables_are_spark_s(sql, spark, tmp_path):
+    # Setup: a full-layout table (column mapping: its files' column names are not the schema's) merged at 100.
+    # Expect: delta-rs declines to read it (Spark reads it), and what the writer reads is Spark's.
+    by_rs, by_spark, _ = _writers(sql, tmp_path, FULL)
+    schema = TableSchema(TableName("db", "full"), (Column("id", "INT"), Column("v", "STRING")), ("id",))
+    by_rs.create(schema.name, schema, None, replace=False)
+    by_rs.merge(schema.name, schema, SourceRows.of([NetChange(False, (1, "a"))]), AppliedPoint(ts=100))
+    assert by_rs._facts(schema.name) is None
+    assert by_rs.progress(schema.name) == by_spark.progress(schema.name) == TableProgress(True, AppliedPoint(ts=100))
+    assert by_rs.columns(schema.name) == by_spark.columns(schema.name)
+    assert by_rs._read_layout(schema.name) == by_spark._read_layout(schema.name)
