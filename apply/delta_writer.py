@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from ticdc_delta.apply import history as history_sql
-from ticdc_delta.apply.delta_rs_merge import DeltaRsMerge, TableFacts
+from ticdc_delta.apply.delta_rs import DeltaRs, TableFacts
 from ticdc_delta.apply.evolution import EvolutionPlan, normalized_type, plan
 from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.locator import TableLocator
@@ -190,7 +190,7 @@ class DeltaWriter:
         times: PhaseTimes | None = None,
         *,
         table_features: str = COMPATIBLE,
-        small_merges: DeltaRsMerge | None = None,
+        small_merges: DeltaRs | None = None,
     ) -> None:
         if table_features not in SETTINGS:
             raise ValueError(f"table_features: {table_features!r}; allowed: {', '.join(SETTINGS)}")
@@ -198,7 +198,7 @@ class DeltaWriter:
         self._locator = locator
         self._times = times or PhaseTimes()
         self._setting = table_features
-        # Small in-memory MERGEs committed by delta-rs where it writes what Spark would (apply.delta_rs_merge).
+        # Small in-memory MERGEs committed by delta-rs where it writes what Spark would (apply.delta_rs).
         self._small_merges = small_merges
         # What each table touched has (column mapping, ...), read once; dropped
         # whenever the job changes a table's structure.
@@ -449,7 +449,7 @@ class DeltaWriter:
 
     def _merged_by_delta_rs(self, table: TableName, layout: TableLayout, schema: TableSchema, source: SourceRows,
                             point: AppliedPoint, *, idempotent: bool, note: Mapping[str, object] | None) -> bool:
-        """The MERGE committed by delta-rs, if configured and it takes this one (apply.delta_rs_merge)."""
+        """The MERGE committed by delta-rs, if configured and it takes this one (apply.delta_rs)."""
         if self._small_merges is None or layout.column_mapping or layout.deletion_vectors or layout.type_widening:
             return False
         location = getattr(self._locator, "path", None)

@@ -154,9 +154,9 @@ def install(switch: KillSwitch) -> None:
 
         SqlSession.run = run
         if switch.site != "stage":  # small MERGEs committed by delta-rs (target.small_merge_writer)
-            from ticdc_delta.apply.delta_rs_merge import DeltaRsMerge
+            from ticdc_delta.apply.delta_rs import DeltaRs
 
-            DeltaRsMerge.merge = switch.around(DeltaRsMerge.merge, moment=moment, delay_scale=0.05)
+            DeltaRs.merge = switch.around(DeltaRs.merge, moment=moment, delay_scale=0.05)
     elif switch.site == "after_checkpoint":
         CheckpointStore.save = switch.around(CheckpointStore.save, moment="after")
     elif switch.site == "decode":

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from ticdc_delta.apply.delta_rs_merge import available as delta_rs_available
-from ticdc_delta.apply.delta_rs_merge import local_path
+from ticdc_delta.apply.delta_rs import available as delta_rs_available
+from ticdc_delta.apply.delta_rs import local_path
 from ticdc_delta.apply.history import HistoryChoice
 from ticdc_delta.apply.table_features import COMPATIBLE
 from ticdc_delta.apply.table_features import SETTINGS as TABLE_FEATURE_SETTINGS
@@ -105,7 +105,7 @@ class TargetConfig:
     require_safe_commits: bool = True
     # Who commits a batch's small MERGEs of rows held in memory: "spark", or "delta-rs" (the `deltalake`
     # package: about 45x less CPU a commit; path tables on the local file system, "compatible" layout;
-    # apply.delta_rs_merge). Spark keeps DDL, large MERGEs and every table delta-rs cannot write as it would.
+    # apply.delta_rs). Spark keeps DDL, large MERGEs and every table delta-rs cannot write as it would.
     small_merge_writer: str = SPARK_WRITER
 
     def __post_init__(self) -> None:

@@ -30,7 +30,7 @@ from ticdc_delta.apply.applier import Applier, ApplySummary
 from ticdc_delta.apply.changes import TableChanges
 from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore, Retention
 from ticdc_delta.apply.dead_letters import DeadLetterTable
-from ticdc_delta.apply.delta_rs_merge import DeltaRsMerge
+from ticdc_delta.apply.delta_rs import DeltaRs
 from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.gate import Gate, gate_for
 from ticdc_delta.apply.lease import ConsumerLease, committing_processes
@@ -61,9 +61,9 @@ def locator_for(config: Config) -> TableLocator:
     return CatalogLocator(config.target.catalog, config.target.meta_schema)
 
 
-def small_merges_of(target: TargetConfig) -> DeltaRsMerge | None:
+def small_merges_of(target: TargetConfig) -> DeltaRs | None:
     """Who commits small MERGEs besides Spark (`target.small_merge_writer`): delta-rs, or nobody."""
-    return DeltaRsMerge() if target.small_merge_writer == DELTA_RS_WRITER else None
+    return DeltaRs() if target.small_merge_writer == DELTA_RS_WRITER else None
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Small MERGEs committed by delta-rs (`target.small_merge_writer = "delta-rs"`, apply.delta_rs_merge): what Spark
+"""Small MERGEs committed by delta-rs (`target.small_merge_writer = "delta-rs"`, apply.delta_rs): what Spark
 reads back, the commit's tags, and the tables left to Spark's MERGE."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from ticdc_delta.apply.collapse import NetChange
-from ticdc_delta.apply.delta_rs_merge import DeltaRsMerge
+from ticdc_delta.apply.delta_rs import DeltaRs
 from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.apply.merge_source import SourceRows
@@ -44,7 +44,7 @@ EXTREMES = [
 
 def _writers(sql, tmp_path, layout: str = COMPATIBLE):
     locator = PathLocator(str(tmp_path))
-    return (DeltaWriter(sql, locator, table_features=layout, small_merges=DeltaRsMerge()),
+    return (DeltaWriter(sql, locator, table_features=layout, small_merges=DeltaRs()),
             DeltaWriter(sql, locator, table_features=layout), locator)
 
 
@@ -91,7 +91,7 @@ def test_spark_and_delta_rs_merge_the_same_table_in_turn(sql, spark, tmp_path):
     # Expect: each sees the other's rows and pair: the Spark MERGE at an older commitTs commits nothing.
     schema = TableSchema(TableName("db", "t"), (Column("id", "INT"), Column("v", "STRING")), ("id",))
     locator = PathLocator(str(tmp_path))
-    writer = DeltaWriter(sql, locator, small_merges=DeltaRsMerge(max_rows=2))
+    writer = DeltaWriter(sql, locator, small_merges=DeltaRs(max_rows=2))
     writer.create(schema.name, schema, None, replace=False)
     name = locator.sql_name(schema.name)
     writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (1, "a"))]), AppliedPoint(ts=10))

@@ -1,4 +1,5 @@
-"""Small MERGEs committed by delta-rs (the `deltalake` package, no JVM), for `target.small_merge_writer = "delta-rs"`.
+"""What delta-rs (the `deltalake` package, no JVM) does for the job under `target.small_merge_writer = "delta-rs"`:
+small MERGEs, and the reads of a table's first touch.
 
 A Spark/Delta MERGE of a few rows costs about one CPU-second on the driver (planning, its Spark jobs,
 the snapshot; docs/performance.md), so a round over many tables is bound by its commits. delta-rs
@@ -99,8 +100,9 @@ class TableFacts:
 MISSING = TableFacts(exists=False)
 
 
-class DeltaRsMerge:
-    """MERGEs of in-memory net changes (values of the table's columns, then whether deleted) by delta-rs."""
+class DeltaRs:
+    """MERGEs of in-memory net changes (values of the table's columns, then whether deleted) by delta-rs, and what
+    the job reads of a table at its first touch."""
 
     def __init__(self, max_rows: int = DEFAULT_MAX_ROWS) -> None:
         import pyarrow
