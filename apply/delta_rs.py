@@ -18,11 +18,13 @@ A merge is taken only where its result is the one Spark's would have been:
   before 1900: Spark 3.5 refuses to read such values from Parquet files another writer made (it cannot tell
   their calendar; SPARK-31404), and a MERGE rewrites the files holding the rows it changes.
 
-Anything else returns False and the caller runs Spark's MERGE. The same reader gives the job what it reads of a
-table at its first touch (`facts`: its newest commits' markers, its columns, its properties), which from Spark
-would load the table's snapshot into the JVM: about a second a table the JVM has not read within the hour. The commit carries the same tags as
+Anything else returns False and the caller runs Spark's MERGE. The commit carries the same tags as
 Spark's: the applied point in `userMetadata` and the idempotent-write pair as a Delta `txn` action
 (Spark skips a MERGE whose pair the table already has; here the same check is made before writing).
+
+The same reader gives the job what it reads of a table at its first touch (`facts`: its newest commits'
+markers, its columns, its properties), which from Spark would load the table's snapshot into the JVM: about
+a second a table the JVM has not read within the hour.
 """
 
 from __future__ import annotations
@@ -170,7 +172,7 @@ class DeltaRs:
             app_id, version = tags.txn
             done = table.transaction_version(app_id)
             if done is not None and done >= version:
-                log.info("%s: already holds the changes through %s (%s); not merged again", location, version, app_id)
+                log.debug("%s: already holds the changes through %s (%s); not merged again", location, version, app_id)
                 return True
         deleted = _identifier(source.schema.names[-1])
         on = " AND ".join(f"t.{_identifier(k)} = s.{_identifier(k)}" for k in schema.key)
