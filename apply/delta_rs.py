@@ -52,6 +52,9 @@ _EARLIEST = {
     "TIMESTAMP": dt.datetime(1900, 1, 1, tzinfo=dt.timezone.utc),
     "TIMESTAMP_NTZ": dt.datetime(1900, 1, 1),
 }
+# Spark writes TIMESTAMP as INT96 (its default) and delta-rs reads INT96 as nanoseconds: a file holding a later
+# one would be rewritten wrong by a delta-rs MERGE.
+_LATEST_TIMESTAMP = dt.datetime(2262, 4, 11, tzinfo=dt.timezone.utc)
 
 
 def local_path(location: str) -> str | None:
@@ -78,6 +81,22 @@ def available() -> bool:
 def _identifier(name: str) -> str:
     # A SQL identifier for delta-rs's expression parser (DataFusion): double quotes, doubled inside.
     return '"' + name.replace('"', '""') + '"'
+
+
+# What delta-rs writes as Spark would: tables whose protocol asks for nothing more. Legacy writer versions 3-4
+# (CHECK constraints, change data feed, generated columns), 6 (identity columns) and any other feature (row
+# tracking, domain metadata, checkpoint protection, in-commit timestamps, ...) go to Spark.
+_WRITABLE_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "timestampNtz"})
+_WRITABLE_READER_FEATURES = frozenset({"timestampNtz"})
+
+
+def _writes_as_spark(protocol, configuration: Mapping[str, str]) -> bool:
+    if protocol.min_reader_version not in (1, 3) or protocol.min_writer_version not in (1, 2, 7):
+        return False
+    if configuration.get("delta.enableChangeDataFeed", "false").lower() == "true":
+        return False
+    return (set(protocol.writer_features or ()) <= _WRITABLE_WRITER_FEATURES
+            and set(protocol.reader_features or ()) <= _WRITABLE_READER_FEATURES)
 
 
 # Delta's primitive type names as Spark's simpleString names them (the product's column types only).
@@ -163,6 +182,8 @@ class DeltaRs:
         except DeltaProtocolError as err:  # a table feature delta-rs does not support
             log.debug("%s: left to Spark's MERGE: %s", location, err)
             return False
+        if not _writes_as_spark(table.protocol(), table.metadata().configuration):
+            return False
         source = self._source(schema, rows)
         if source is None or not self._same_columns(table, source, len(schema.columns)):
             return False
@@ -180,6 +201,7 @@ class DeltaRs:
             custom_metadata=None if tags.user_metadata is None else {"userMetadata": json.dumps(tags.user_metadata)},
             app_transactions=None if tags.txn is None else [Transaction(tags.txn[0], tags.txn[1])],
         )
+        before = table.version()
         try:
             (table.merge(source, on, source_alias="s", target_alias="t", commit_properties=properties)
              .when_matched_delete(f"s.{deleted}")
@@ -189,17 +211,24 @@ class DeltaRs:
         except DeltaProtocolError as err:
             log.debug("%s: left to Spark's MERGE: %s", location, err)
             return False
-        self._checkpoint_as_spark_would(table)
+        if table.version() == before:
+            # Nothing changed (deletes of keys the table lacks): delta-rs then makes no commit, where Spark's
+            # commits the tags (the applied point must move on), so Spark's MERGE does it.
+            return False
+        self._checkpoint_as_spark_would(table, location)
         return True
 
     @staticmethod
-    def _checkpoint_as_spark_would(table) -> None:
+    def _checkpoint_as_spark_would(table, location: str) -> None:
         # Spark checkpoints a table's log every `delta.checkpointInterval` commits (10 unless set); delta-rs only
         # every 100. Without one every 10, each first read of the table (a restart's applied point, Spark's next
         # MERGE or DDL) would replay up to 100 commit files, and so would each of delta-rs's own loads.
         interval = int(table.metadata().configuration.get("delta.checkpointInterval", "10"))
         if interval > 0 and table.version() % interval == 0:
-            table.create_checkpoint()
+            try:
+                table.create_checkpoint()
+            except Exception as err:  # noqa: BLE001 - as Spark's: the commit is made; a later one checkpoints
+                log.warning("%s: checkpoint of version %d failed: %s", location, table.version(), err)
 
     def _source(self, schema: TableSchema, rows: Sequence[tuple]):
         """The rows as an Arrow table named as the table's columns, then a deleted flag named unlike any of them."""
@@ -226,7 +255,8 @@ class DeltaRs:
         return all(f.name in kinds and kinds[f.name].equals(f.type) for f in list(source.schema)[:count])
 
     def _holds_early_times(self, table, schema: TableSchema, rows: Sequence[tuple]) -> bool:
-        """Whether the rows or the table may hold a date or time Spark 3.5 refuses in another writer's files."""
+        """Whether the rows or the table may hold a date or time Spark 3.5 refuses in another writer's files, or the
+        table a TIMESTAMP delta-rs would misread in Spark's."""
         temporal = [(i, c.name, _EARLIEST[c.spark_type]) for i, c in enumerate(schema.columns) if c.spark_type in _EARLIEST]
         if not temporal:
             return False
@@ -236,11 +266,15 @@ class DeltaRs:
         if files.num_rows == 0:
             return False
         present, records = set(files.schema.names), files.column("num_records").to_pylist()
-        for _, name, earliest in temporal:
-            lows = files.column(f"min.{name}").to_pylist() if f"min.{name}" in present else [None] * len(records)
-            nulls = (files.column(f"null_count.{name}").to_pylist() if f"null_count.{name}" in present
-                     else [None] * len(records))
-            for count, low, null in zip(records, lows, nulls, strict=True):
-                if null != count and (low is None or low < earliest):
-                    return True  # early, or not known (no statistics for the column)
+        unknown = [None] * len(records)
+        for i, name, earliest in temporal:
+            lows = files.column(f"min.{name}").to_pylist() if f"min.{name}" in present else unknown
+            highs = files.column(f"max.{name}").to_pylist() if f"max.{name}" in present else unknown
+            nulls = files.column(f"null_count.{name}").to_pylist() if f"null_count.{name}" in present else unknown
+            late = schema.columns[i].spark_type == "TIMESTAMP"
+            for count, low, high, null in zip(records, lows, highs, nulls, strict=True):
+                if null == count:
+                    continue  # only NULLs in this file
+                if low is None or low < earliest or (late and (high is None or high > _LATEST_TIMESTAMP)):
+                    return True  # out of range, or not known (no statistics for the column)
         return False

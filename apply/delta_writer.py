@@ -239,6 +239,7 @@ class DeltaWriter:
         location = getattr(self._locator, "path", None)
         if self._small_merges is None or location is None:
             return None
+        self._name(table)  # (loads where path tables are: a renamed table's folder)
         return self._small_merges.facts(location(table), depth)
 
     def columns(self, table: TableName) -> list[tuple[str, str]]:
@@ -455,6 +456,7 @@ class DeltaWriter:
         location = getattr(self._locator, "path", None)
         if location is None:
             return False  # catalog tables: only the catalog's engines commit to them
+        self._name(table)  # (loads where path tables are: a renamed table's folder)
         txn = (APP_ID, point.through_ts) if idempotent and point.through_ts is not None else None
         with self._times.phase("merge"):
             self._sql.check_write(f"merge {table}")

@@ -61,7 +61,7 @@ def _rows(spark, name: str) -> list[tuple]:
 def test_delta_rs_merges_read_back_as_spark_merges_them(sql, spark, tmp_path):
     # Setup: two tables of every scalar type, made by the job's writer; the same net changes merged into one
     # by delta-rs and into the other by Spark, in three batches (inserts at each type's extremes, an update and
-    # a delete, then a replay of the first batch and an older one).
+    # a delete, then a replay of the first batch and an older one, then one deleting a key neither holds).
     # Expect: Spark reads both tables equal after every batch, the delta-rs table's MERGE commits are delta-rs's,
     # its applied point reads back, and the replayed and older batches commit nothing.
     by_rs, by_spark, locator = _writers(sql, tmp_path)
@@ -75,6 +75,7 @@ def test_delta_rs_merges_read_back_as_spark_merges_them(sql, spark, tmp_path):
         (200, [NetChange(False, updated), NetChange(True, EXTREMES[2])]),
         (100, [NetChange(False, EXTREMES[2])]),  # a replay: the table holds it already
         (150, [NetChange(True, EXTREMES[0])]),  # older than the table: never moves it back
+        (300, [NetChange(True, (99, *EXTREMES[2][1:]))]),  # deletes a key neither holds: no row changes
     ]
     for ts, changes in batches:
         for writer, table in tables.items():
@@ -82,8 +83,10 @@ def test_delta_rs_merges_read_back_as_spark_merges_them(sql, spark, tmp_path):
         assert _rows(spark, locator.sql_name(tables[by_rs])) == _rows(spark, locator.sql_name(tables[by_spark]))
     rs_name = locator.sql_name(tables[by_rs])
     assert [r[0] for r in _rows(spark, rs_name)] == [1, 2]
-    assert _engines(spark, rs_name) == ["Apache-Spark", "delta-rs", "delta-rs"]
-    assert read_progress(sql, rs_name) == TableProgress(True, AppliedPoint(ts=200))
+    # delta-rs makes no commit of a MERGE that changes nothing, where the point must move on: Spark's then.
+    assert _engines(spark, rs_name) == ["Apache-Spark", "delta-rs", "delta-rs", "Apache-Spark"]
+    assert read_progress(sql, rs_name) == read_progress(sql, locator.sql_name(tables[by_spark])) == TableProgress(
+        True, AppliedPoint(ts=300))
 
 
 def test_spark_and_delta_rs_merge_the_same_table_in_turn(sql, spark, tmp_path):
@@ -121,8 +124,9 @@ def _merged_by_spark(spark, writer, where, schema: TableSchema, prepare=None) ->
 
 
 def test_compatible_tables_delta_rs_cannot_write_as_spark_would_are_merged_by_spark(sql, spark, tmp_path):
-    # Setup: a table whose column name holds a backquote (delta-rs cannot address it), and one with a column the
-    # changes lack (added by a user: Spark's MERGE leaves it NULL, delta-rs's insert-all would refuse).
+    # Setup: a table whose column name holds a backquote (delta-rs cannot address it), one with a column the
+    # changes lack (added by a user: Spark's MERGE leaves it NULL, delta-rs's insert-all would refuse), one
+    # with a CHECK constraint and one with the change data feed on.
     # Expect: each MERGE is Spark's, with the right rows.
     writer, _, locator = _writers(sql, tmp_path)
     _merged_by_spark(spark, writer, locator,
@@ -130,6 +134,13 @@ def test_compatible_tables_delta_rs_cannot_write_as_spark_would_are_merged_by_sp
     _merged_by_spark(spark, writer, locator,
                      TableSchema(TableName("db", "extra"), (Column("id", "INT"), Column("v", "STRING")), ("id",)),
                      prepare="ALTER TABLE {name} ADD COLUMNS (note STRING)")
+    # Table features delta-rs does not write as Spark does (a CHECK constraint, the change data feed).
+    _merged_by_spark(spark, writer, locator,
+                     TableSchema(TableName("db", "checked"), (Column("id", "INT"), Column("v", "STRING")), ("id",)),
+                     prepare="ALTER TABLE {name} ADD CONSTRAINT positive CHECK (id > 0)")
+    _merged_by_spark(spark, writer, locator,
+                     TableSchema(TableName("db", "feed"), (Column("id", "INT"), Column("v", "STRING")), ("id",)),
+                     prepare="ALTER TABLE {name} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
 
 
 @pytest.mark.spark_only_tables("a full-layout table, which delta-rs refuses to open")
@@ -148,22 +159,23 @@ def test_early_dates_and_times_are_merged_by_spark(sql, spark, tmp_path):
     # made, and a MERGE rewrites the files of the rows it changes); into a table whose rows Spark wrote without
     # them (its files' statistics say so), the MERGE is delta-rs's.
     writer, _, locator = _writers(sql, tmp_path)
-    columns = (Column("id", "INT"), Column("day", "DATE"), Column("wall", "TIMESTAMP_NTZ"))
+    columns = (Column("id", "INT"), Column("day", "DATE"), Column("wall", "TIMESTAMP_NTZ"), Column("at", "TIMESTAMP"))
     early = TableSchema(TableName("db", "early"), columns, ("id",))
     writer.create(early.name, early, None, replace=False)
-    writer.merge(early.name, early, SourceRows.of([NetChange(False, (1, dt.date(1000, 1, 1), None))]),
+    writer.merge(early.name, early, SourceRows.of([NetChange(False, (1, dt.date(1000, 1, 1), None, None))]),
                  AppliedPoint(ts=10))
     held = TableSchema(TableName("db", "held"), columns, ("id",))
     writer.create(held.name, held, None, replace=False)
-    spark.sql(f"INSERT INTO {locator.sql_name(held.name)} VALUES (1, NULL, TIMESTAMP_NTZ'1899-12-31 23:59:59')")
-    writer.merge(held.name, held, SourceRows.of([NetChange(False, (2, dt.date(2020, 1, 1), None))]),
+    spark.sql(f"INSERT INTO {locator.sql_name(held.name)} VALUES (1, NULL, TIMESTAMP_NTZ'1899-12-31 23:59:59', NULL)")
+    writer.merge(held.name, held, SourceRows.of([NetChange(False, (2, dt.date(2020, 1, 1), None, None))]),
                  AppliedPoint(ts=10))
     modern = TableSchema(TableName("db", "modern"), columns, ("id",))
     writer.create(modern.name, modern, None, replace=False)
-    spark.sql(f"INSERT INTO {locator.sql_name(modern.name)} VALUES (2, DATE'1900-01-01', TIMESTAMP_NTZ'1990-01-01')")
-    writer.merge(modern.name, modern, SourceRows.of([NetChange(False, (1, dt.date(2020, 1, 1), None))]),
+    spark.sql(f"INSERT INTO {locator.sql_name(modern.name)} VALUES "
+              "(2, DATE'1900-01-01', TIMESTAMP_NTZ'1990-01-01', TIMESTAMP'2200-01-01 00:00:00Z')")
+    writer.merge(modern.name, modern, SourceRows.of([NetChange(False, (1, dt.date(2020, 1, 1), None, None))]),
                  AppliedPoint(ts=10))
-    assert _rows(spark, locator.sql_name(early.name)) == [(1, dt.date(1000, 1, 1), None)]
+    assert _rows(spark, locator.sql_name(early.name)) == [(1, dt.date(1000, 1, 1), None, None)]
     assert len(_rows(spark, locator.sql_name(held.name))) == 2
     assert [e for e in _engines(spark, locator.sql_name(early.name)) if e == "delta-rs"] == []
     assert [e for e in _engines(spark, locator.sql_name(held.name)) if e == "delta-rs"] == []
@@ -200,3 +212,18 @@ def test_first_touch_reads_of_full_layout_tables_are_spark_s(sql, spark, tmp_pat
     assert by_rs.progress(schema.name) == by_spark.progress(schema.name) == TableProgress(True, AppliedPoint(ts=100))
     assert by_rs.columns(schema.name) == by_spark.columns(schema.name)
     assert by_rs._read_layout(schema.name) == by_spark._read_layout(schema.name)
+
+
+@pytest.mark.spark_only_tables("Spark writes a TIMESTAMP after 2262 as INT96, which delta-rs reads wrong (nanoseconds)")
+def test_timestamps_after_2262_spark_wrote_are_merged_by_spark(sql, spark, tmp_path):
+    # Setup: a table holding a TIMESTAMP of 9999 that Spark wrote, then changes without one.
+    # Expect: the MERGE is Spark's (a delta-rs MERGE rewriting that file would misread the value), and the value
+    # reads back as it was written.
+    writer, _, locator = _writers(sql, tmp_path)
+    schema = TableSchema(TableName("db", "late"), (Column("id", "INT"), Column("at", "TIMESTAMP")), ("id",))
+    writer.create(schema.name, schema, None, replace=False)
+    name = locator.sql_name(schema.name)
+    spark.sql(f"INSERT INTO {name} VALUES (1, TIMESTAMP'9999-12-31 23:59:59Z')")
+    writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (2, None))]), AppliedPoint(ts=10))
+    assert "delta-rs" not in _engines(spark, name)
+    assert _rows(spark, name)[0] == (1, dt.datetime(9999, 12, 31, 23, 59, 59))
