@@ -133,7 +133,7 @@ class DeltaRs:
 
     def facts(self, location: str, depth: int) -> TableFacts | None:
         """What the job reads of the table at `location` at its first touch (`depth`: how many of its newest
-        commits' metadata); None where Spark must read it (another store, a table feature delta-rs does not
+        commits' metadata, 0 for none); None where Spark must read it (another store, a table feature delta-rs does not
         read, column mapping, a column type the product does not make)."""
         path = local_path(location)
         if path is None:
@@ -159,7 +159,7 @@ class DeltaRs:
             if not isinstance(kind, str) or not (kind in _PLAIN_TYPES or kind in _SPARK_NAMES or _DECIMAL.fullmatch(kind)):
                 return None
             columns.append((column["name"], _SPARK_NAMES.get(kind, kind)))
-        history = table.history(depth)
+        history = table.history(depth) if depth > 0 else []
         return TableFacts(True, tuple(commit.get("userMetadata") for commit in history), tuple(columns), properties)
 
     def merge(self, location: str, schema: TableSchema, rows: Sequence[tuple], tags: CommitTags) -> bool:
@@ -187,7 +187,7 @@ class DeltaRs:
         source = self._source(schema, rows)
         if source is None or not self._same_columns(table, source, len(schema.columns)):
             return False
-        if self._holds_early_times(table, schema, rows):
+        if self._holds_times_out_of_range(table, schema, rows):
             return False
         if tags.txn is not None:
             app_id, version = tags.txn
@@ -254,7 +254,7 @@ class DeltaRs:
         # By name: delta-rs's update-all and insert-all match the source's columns to the table's by name.
         return all(f.name in kinds and kinds[f.name].equals(f.type) for f in list(source.schema)[:count])
 
-    def _holds_early_times(self, table, schema: TableSchema, rows: Sequence[tuple]) -> bool:
+    def _holds_times_out_of_range(self, table, schema: TableSchema, rows: Sequence[tuple]) -> bool:
         """Whether the rows or the table may hold a date or time Spark 3.5 refuses in another writer's files, or the
         table a TIMESTAMP delta-rs would misread in Spark's."""
         temporal = [(i, c.name, _EARLIEST[c.spark_type]) for i, c in enumerate(schema.columns) if c.spark_type in _EARLIEST]

@@ -222,25 +222,32 @@ class DeltaWriter:
             name = self._name(table)
             if self._locator.gone(table):
                 return TableProgress(exists=False)  # its folder, if still there, holds the table that left
-            if self._facts(table, 1) is None:
+            newest = self._facts(table, 1)
+            if newest is None:
                 return read_progress(self._sql, name)
 
             def commits(depth: int) -> list[str | None] | None:
-                facts = self._facts(table, depth)
+                facts = newest if depth == 1 else self._facts(table, depth)
                 if facts is None:  # (no longer one delta-rs reads as Spark would)
                     return described_history(self._sql, name, depth)
                 return list(facts.user_metadata) if facts.exists else None
 
             return read_progress(self._sql, name, commits)
 
-    def _facts(self, table: TableName, depth: int = 1) -> TableFacts | None:
-        """What delta-rs reads of the table, where the job has it (`target.small_merge_writer`) and the table is
-        one it reads as Spark would; None: Spark's to read."""
-        location = getattr(self._locator, "path", None)
-        if self._small_merges is None or location is None:
+    def _facts(self, table: TableName, depth: int = 0) -> TableFacts | None:
+        """What delta-rs reads of the table (`depth`: of its newest commits' metadata), where the job has it
+        (`target.small_merge_writer`) and the table is one it reads as Spark would; None: Spark's to read."""
+        location = self._delta_rs_location(table)
+        return None if location is None else self._small_merges.facts(location, depth)
+
+    def _delta_rs_location(self, table: TableName) -> str | None:
+        """Where the table is, for delta-rs: None without it, or for catalog tables (only the catalog's engines
+        commit to them)."""
+        path = getattr(self._locator, "path", None)
+        if self._small_merges is None or path is None:
             return None
         self._name(table)  # (loads where path tables are: a renamed table's folder)
-        return self._small_merges.facts(location(table), depth)
+        return path(table)
 
     def columns(self, table: TableName) -> list[tuple[str, str]]:
         """(upstream name, Spark type) of the table's current columns."""
@@ -451,16 +458,13 @@ class DeltaWriter:
     def _merged_by_delta_rs(self, table: TableName, layout: TableLayout, schema: TableSchema, source: SourceRows,
                             point: AppliedPoint, *, idempotent: bool, note: Mapping[str, object] | None) -> bool:
         """The MERGE committed by delta-rs, if configured and it takes this one (apply.delta_rs)."""
-        if self._small_merges is None or layout.column_mapping or layout.deletion_vectors or layout.type_widening:
+        location = self._delta_rs_location(table)
+        if location is None or layout.column_mapping or layout.deletion_vectors or layout.type_widening:
             return False
-        location = getattr(self._locator, "path", None)
-        if location is None:
-            return False  # catalog tables: only the catalog's engines commit to them
-        self._name(table)  # (loads where path tables are: a renamed table's folder)
         txn = (APP_ID, point.through_ts) if idempotent and point.through_ts is not None else None
         with self._times.phase("merge"):
             self._sql.check_write(f"merge {table}")
-            return self._small_merges.merge(location(table), schema, source.rows, commit_tags(point, txn=txn, note=note))
+            return self._small_merges.merge(location, schema, source.rows, commit_tags(point, txn=txn, note=note))
 
     @contextmanager
     def _view(self, source: MergeSource, schema: str) -> Iterator[str]:
