@@ -6,21 +6,24 @@ the snapshot; docs/performance.md), so a round over many tables is bound by its 
 commits the same change for about 20 ms CPU. Spark keeps everything else: DDL, snapshot loads, large
 sources, history tables, the product's own tables, and any table delta-rs cannot write as Spark would.
 
-A merge is taken only where its result is the one Spark's would have been:
+A merge is taken only where its result is the one Spark's would have been, for every reader
+(apply.delta_rs_checks says what that takes of the table and the rows):
 
 - the rows are held in memory, at most `max_rows` of them;
 - the table is a path table on the local file system (an object store's commit safety under delta-rs
   is not yet shown: docs/operations.md);
-- the table has no column mapping, deletion vectors or type widening ("compatible" layout);
+- the table has no column mapping, deletion vectors or type widening ("compatible" layout), no table
+  feature or property delta-rs does not honour as Spark does;
 - the table's columns are exactly the source's, in name and type, and none needs Spark to convert it
   (VARIANT), and no name holds a backquote (delta-rs cannot address such a column);
-- neither the rows nor the table (by its files' statistics) hold a DATE before 1582-10-15 or a TIMESTAMP
-  before 1900: Spark 3.5 refuses to read such values from Parquet files another writer made (it cannot tell
-  their calendar; SPARK-31404), and a MERGE rewrites the files holding the rows it changes.
+- neither the rows nor the table (by its files' statistics) hold a value delta-rs records or rewrites
+  otherwise than Spark does, and every file has statistics to tell.
 
-Anything else returns False and the caller runs Spark's MERGE. The commit carries the same tags as
-Spark's: the applied point in `userMetadata` and the idempotent-write pair as a Delta `txn` action
-(Spark skips a MERGE whose pair the table already has; here the same check is made before writing).
+Anything else returns False and the caller runs Spark's MERGE; so does any error delta-rs raises before
+it commits (with a warning), and a commit conflict that is still there after a few attempts. The commit
+carries the same tags as Spark's: the applied point in `userMetadata` and the idempotent-write pair as a
+Delta `txn` action (Spark skips a MERGE whose pair the table already has; here the same check is made
+before writing, again at each attempt).
 
 The same reader gives the job what it reads of a table at its first touch (`facts`: its newest commits'
 markers, its columns, its properties), which from Spark would load the table's snapshot into the JVM: about
@@ -29,14 +32,23 @@ a second a table the JVM has not read within the hour.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
+import random
 import re
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ticdc_delta.apply.arrow_types import arrow_type
+from ticdc_delta.apply.delta_rs_checks import (
+    files_refusal,
+    floating,
+    properties_refusal,
+    protocol_refusal,
+    rows_refusal,
+)
+from ticdc_delta.apply.delta_rs_keys import keys_predicate, keys_refusal
 from ticdc_delta.apply.sql_session import CommitTags
 from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import TableSchema
@@ -46,15 +58,13 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_ROWS = 10_000
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _NEEDS_SPARK = frozenset({"VARIANT"})
-# The earliest value of each type Spark 3.5 reads from a Parquet file without Spark's calendar mark.
-_EARLIEST = {
-    "DATE": dt.date(1582, 10, 15),
-    "TIMESTAMP": dt.datetime(1900, 1, 1, tzinfo=dt.timezone.utc),
-    "TIMESTAMP_NTZ": dt.datetime(1900, 1, 1),
-}
-# Spark writes TIMESTAMP as INT96 (its default) and delta-rs reads INT96 as nanoseconds: a file holding a later
-# one would be rewritten wrong by a delta-rs MERGE.
-_LATEST_TIMESTAMP = dt.datetime(2262, 4, 11, tzinfo=dt.timezone.utc)
+# As Spark's MERGE (apply.sql_session): a commit that lost a race is run again a few times, with jittered backoff.
+_CONFLICT_ATTEMPTS = 5
+# delta-rs's CommitFailedError says why; these are "another writer committed first" (it retries the rest itself).
+_CONFLICT_WORDS = ("concurrent", "changed since last commit", "already exists")
+# String statistics are cut to this many bytes (the least upper bound raised), as Parquet writers do by default:
+# delta-rs's Python writer would otherwise record whole values, however long, in every commit and checkpoint.
+_STATISTICS_PREFIX_BYTES = 64
 
 
 def local_path(location: str) -> str | None:
@@ -76,27 +86,6 @@ def available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def _identifier(name: str) -> str:
-    # A SQL identifier for delta-rs's expression parser (DataFusion): double quotes, doubled inside.
-    return '"' + name.replace('"', '""') + '"'
-
-
-# What delta-rs writes as Spark would: tables whose protocol asks for nothing more. Legacy writer versions 3-4
-# (CHECK constraints, change data feed, generated columns), 6 (identity columns) and any other feature (row
-# tracking, domain metadata, checkpoint protection, in-commit timestamps, ...) go to Spark.
-_WRITABLE_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "timestampNtz"})
-_WRITABLE_READER_FEATURES = frozenset({"timestampNtz"})
-
-
-def _writes_as_spark(protocol, configuration: Mapping[str, str]) -> bool:
-    if protocol.min_reader_version not in (1, 3) or protocol.min_writer_version not in (1, 2, 7):
-        return False
-    if configuration.get("delta.enableChangeDataFeed", "false").lower() == "true":
-        return False
-    return (set(protocol.writer_features or ()) <= _WRITABLE_WRITER_FEATURES
-            and set(protocol.reader_features or ()) <= _WRITABLE_READER_FEATURES)
 
 
 # Delta's primitive type names as Spark's simpleString names them (the product's column types only).
@@ -127,8 +116,10 @@ class DeltaRs:
 
     def __init__(self, max_rows: int = DEFAULT_MAX_ROWS) -> None:
         import pyarrow
+        import pyarrow.compute
 
         self._pa = pyarrow
+        self._pc = pyarrow.compute
         self.max_rows = max_rows
 
     def facts(self, location: str, depth: int) -> TableFacts | None:
@@ -162,32 +153,61 @@ class DeltaRs:
         history = table.history(depth) if depth > 0 else []
         return TableFacts(True, tuple(commit.get("userMetadata") for commit in history), tuple(columns), properties)
 
-    def merge(self, location: str, schema: TableSchema, rows: Sequence[tuple], tags: CommitTags) -> bool:
+    def merge(self, location: str, schema: TableSchema, rows: Sequence[tuple], tags: CommitTags,
+              check_write: Callable[[], None] | None = None) -> bool:
         """Merge `rows` into the table at `location` with `tags` on its commit; False if not taken (Spark's to do).
 
-        `schema` names the table's stored (Delta) column names. A commit conflict or an I/O error raises
-        (the batch fails and is replayed); nothing is committed when False is returned.
+        `schema` names the table's stored (Delta) column names. `check_write` is asked before every attempt (the
+        job's lease: it raises to refuse the write). Nothing is committed when False is returned.
         """
         path = local_path(location)
-        if path is None or len(rows) > self.max_rows:
+        if path is None or not rows or len(rows) > self.max_rows:
             return False
         if any(c.spark_type in _NEEDS_SPARK or "`" in c.name for c in schema.columns):
             return False
+        if any("." in c.name for c in floating(schema)):
+            return False  # (its Parquet settings below would not reach it: delta-rs reads the dot as nesting)
+        why = keys_refusal(schema, rows) or rows_refusal(schema, rows)
+        if why:
+            log.debug("%s: left to Spark's MERGE: %s", location, why)
+            return False
+        for attempt in range(1, _CONFLICT_ATTEMPTS + 1):
+            if check_write is not None:
+                check_write()
+            outcome = self._attempt(path, location, schema, rows, tags)
+            if outcome is not None:
+                return outcome
+            if attempt == _CONFLICT_ATTEMPTS:
+                log.warning("%s: another writer committed first %d times in a row; Spark's MERGE instead",
+                            location, attempt)
+                return False
+            delay = random.uniform(0, 0.2 * 2**attempt)
+            log.warning("%s: concurrent commit (delta-rs), attempt %d of %d; merging again in %.2fs",
+                        location, attempt, _CONFLICT_ATTEMPTS, delay)
+            time.sleep(delay)
+        return False  # (not reached)
+
+    def _attempt(self, path: str, location: str, schema: TableSchema, rows: Sequence[tuple],
+                 tags: CommitTags) -> bool | None:
+        """One attempt at the MERGE on the table as it is now: True done (or done before), False Spark's to do,
+        None another writer committed first (nothing of this one was)."""
         from deltalake import DeltaTable
-        from deltalake.exceptions import DeltaProtocolError
-        from deltalake.transaction import CommitProperties, Transaction
+        from deltalake.exceptions import CommitFailedError, DeltaProtocolError
 
         try:
             table = DeltaTable(path)
         except DeltaProtocolError as err:  # a table feature delta-rs does not support
             log.debug("%s: left to Spark's MERGE: %s", location, err)
             return False
-        if not _writes_as_spark(table.protocol(), table.metadata().configuration):
-            return False
+        except Exception as err:  # noqa: BLE001 - whatever it is, Spark's MERGE meets it too, or does not
+            return self._failed(location, path, None, tags, err)
         source = self._source(schema, rows)
-        if source is None or not self._same_columns(table, source, len(schema.columns)):
-            return False
-        if self._holds_times_out_of_range(table, schema, rows):
+        why = (protocol_refusal(table.protocol()) or properties_refusal(table.metadata().configuration)
+               or (None if source is not None and self._same_columns(table, source, len(schema.columns))
+                   else "its columns are not the changes' columns")
+               or files_refusal(schema, self._pa.table(table.get_add_actions(flatten=True))))
+        if why:
+            log.debug("%s: left to Spark's MERGE: %s", location, why)
             return False
         if tags.txn is not None:
             app_id, version = tags.txn
@@ -195,28 +215,82 @@ class DeltaRs:
             if done is not None and done >= version:
                 log.debug("%s: already holds the changes through %s (%s); not merged again", location, version, app_id)
                 return True
-        deleted = _identifier(source.schema.names[-1])
-        on = " AND ".join(f"t.{_identifier(k)} = s.{_identifier(k)}" for k in schema.key)
-        properties = CommitProperties(
-            custom_metadata=None if tags.user_metadata is None else {"userMetadata": json.dumps(tags.user_metadata)},
-            app_transactions=None if tags.txn is None else [Transaction(tags.txn[0], tags.txn[1])],
-        )
         before = table.version()
         try:
-            (table.merge(source, on, source_alias="s", target_alias="t", commit_properties=properties)
-             .when_matched_delete(f"s.{deleted}")
-             .when_matched_update_all(except_cols=[source.schema.names[-1]])
-             .when_not_matched_insert_all(predicate=f"NOT s.{deleted}", except_cols=[source.schema.names[-1]])
-             .execute())
+            self._execute(table, schema, rows, source, tags)
         except DeltaProtocolError as err:
             log.debug("%s: left to Spark's MERGE: %s", location, err)
             return False
+        except CommitFailedError as err:
+            if any(word in str(err).lower() for word in _CONFLICT_WORDS):
+                return None
+            return self._failed(location, path, before, tags, err)
+        except Exception as err:  # noqa: BLE001 - delta-rs's own errors, I/O, the source's
+            return self._failed(location, path, before, tags, err)
         if table.version() == before:
             # Nothing changed (deletes of keys the table lacks): delta-rs then makes no commit, where Spark's
             # commits the tags (the applied point must move on), so Spark's MERGE does it.
             return False
         self._checkpoint_as_spark_would(table, location)
         return True
+
+    def _execute(self, table, schema: TableSchema, rows: Sequence[tuple], source, tags: CommitTags) -> None:
+        """The MERGE as one delta-rs write: the rows of every key in the changes replaced by the changes' upserts.
+
+        For net changes (one row per key, apply.changes) that is what the MERGE does: a deleted key's row goes, an
+        updated one's is replaced, a new one is inserted, a deleted key the table lacks changes nothing. delta-rs's
+        own MERGE writes its text columns as Arrow's string_view, which pyarrow (up to 26) cannot filter: a
+        filtered read through pyarrow (pandas, `to_pyarrow_table(filters=...)`) of such a file fails. Its write
+        with a predicate writes them as strings, and skips the files whose statistics rule the keys out.
+        """
+        from deltalake import ColumnProperties, WriterProperties, write_deltalake
+        from deltalake.transaction import CommitProperties, PostCommitHookProperties, Transaction
+
+        flag = source.column(source.num_columns - 1)
+        upserts = source.drop_columns([source.schema.names[-1]]).filter(self._pc.invert(flag))
+        properties = CommitProperties(
+            custom_metadata=None if tags.user_metadata is None else {"userMetadata": json.dumps(tags.user_metadata)},
+            app_transactions=None if tags.txn is None else [Transaction(tags.txn[0], tags.txn[1])],
+        )
+        # FLOAT/DOUBLE values are written without a dictionary: Spark's Parquet reader checks an equality against
+        # a dictionary by the values' bits, so a file whose dictionary holds -0.0 was skipped by `= 0.0`.
+        plain = {c.name: ColumnProperties(dictionary_enabled=False) for c in floating(schema)}
+        writer = WriterProperties(compression="SNAPPY", statistics_truncate_length=_STATISTICS_PREFIX_BYTES,
+                                  column_properties=plain or None)
+        # The log is checkpointed as Spark does it (below), not every 100 commits as delta-rs would on its own.
+        hooks = PostCommitHookProperties(create_checkpoint=False)
+        write_deltalake(table, upserts, mode="overwrite", predicate=keys_predicate(schema, rows),
+                        writer_properties=writer, commit_properties=properties, post_commithook_properties=hooks)
+
+    def _failed(self, location: str, path: str, before: int | None, tags: CommitTags, err: Exception) -> bool:
+        """After delta-rs raised: True if the MERGE was committed all the same (a step after the commit failed),
+        else False (Spark's MERGE runs instead), each said in one line."""
+        reason = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+        if before is not None and self._committed(path, before, tags):
+            log.warning("%s: delta-rs committed the MERGE, then failed (%s)", location, reason)
+            return True
+        log.warning("%s: delta-rs failed before committing (%s); Spark's MERGE instead", location, reason)
+        log.debug("%s: delta-rs's error", location, exc_info=err)
+        return False
+
+    @staticmethod
+    def _committed(path: str, before: int, tags: CommitTags) -> bool:
+        """Whether a commit after version `before` is this MERGE's (its idempotent pair, else its metadata)."""
+        from deltalake import DeltaTable
+
+        try:
+            table = DeltaTable(path)
+            if table.version() == before:
+                return False
+            if tags.txn is not None:
+                done = table.transaction_version(tags.txn[0])
+                return done is not None and done >= tags.txn[1]
+            marker = None if tags.user_metadata is None else json.dumps(tags.user_metadata)
+            return marker is not None and any(
+                commit.get("userMetadata") == marker for commit in table.history(table.version() - before))
+        except Exception as err:  # noqa: BLE001 - then it cannot be told: the caller's MERGE decides by the pair
+            log.debug("%s: could not read back what was committed: %s", path, err)
+            return False
 
     @staticmethod
     def _checkpoint_as_spark_would(table, location: str) -> None:
@@ -253,28 +327,3 @@ class DeltaRs:
             return False
         # By name: delta-rs's update-all and insert-all match the source's columns to the table's by name.
         return all(f.name in kinds and kinds[f.name].equals(f.type) for f in list(source.schema)[:count])
-
-    def _holds_times_out_of_range(self, table, schema: TableSchema, rows: Sequence[tuple]) -> bool:
-        """Whether the rows or the table may hold a date or time Spark 3.5 refuses in another writer's files, or the
-        table a TIMESTAMP delta-rs would misread in Spark's."""
-        temporal = [(i, c.name, _EARLIEST[c.spark_type]) for i, c in enumerate(schema.columns) if c.spark_type in _EARLIEST]
-        if not temporal:
-            return False
-        if any(row[i] is not None and row[i] < earliest for row in rows for i, _, earliest in temporal):
-            return True
-        files = self._pa.table(table.get_add_actions(flatten=True))
-        if files.num_rows == 0:
-            return False
-        present, records = set(files.schema.names), files.column("num_records").to_pylist()
-        unknown = [None] * len(records)
-        for i, name, earliest in temporal:
-            lows = files.column(f"min.{name}").to_pylist() if f"min.{name}" in present else unknown
-            highs = files.column(f"max.{name}").to_pylist() if f"max.{name}" in present else unknown
-            nulls = files.column(f"null_count.{name}").to_pylist() if f"null_count.{name}" in present else unknown
-            late = schema.columns[i].spark_type == "TIMESTAMP"
-            for count, low, high, null in zip(records, lows, highs, nulls, strict=True):
-                if null == count:
-                    continue  # only NULLs in this file
-                if low is None or low < earliest or (late and (high is None or high > _LATEST_TIMESTAMP)):
-                    return True  # out of range, or not known (no statistics for the column)
-        return False

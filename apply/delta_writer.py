@@ -463,8 +463,8 @@ class DeltaWriter:
             return False
         txn = (APP_ID, point.through_ts) if idempotent and point.through_ts is not None else None
         with self._times.phase("merge"):
-            self._sql.check_write(f"merge {table}")
-            return self._small_merges.merge(location, schema, source.rows, commit_tags(point, txn=txn, note=note))
+            return self._small_merges.merge(location, schema, source.rows, commit_tags(point, txn=txn, note=note),
+                                            check_write=lambda: self._sql.check_write(f"merge {table}"))
 
     @contextmanager
     def _view(self, source: MergeSource, schema: str) -> Iterator[str]:

@@ -23,19 +23,21 @@ pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
 )]
 
 UTC = dt.timezone.utc
-# Every scalar type the product maps upstream columns to, each column named as upstream may name it; dates
-# and times from the earliest that delta-rs writes (`test_early_dates_and_times_are_merged_by_spark`).
+# Every scalar type the product maps upstream columns to, each column named as upstream may name it, at the
+# extremes whose statistics delta-rs records exactly (test_delta_rs_reads.py has those it does not, which are
+# Spark's to merge): DECIMAL(20,0) up to 2^53, DECIMAL(20,4) of 15 digits, dates and times from the earliest
+# Spark 3.5 reads in another writer's files, no NaN or infinity.
 COLUMNS = (
     Column("id", "BIGINT"), Column("Tiny", "TINYINT"), Column("small", "SMALLINT"), Column("medium int", "INT"),
-    Column("unsigned big", "DECIMAL(20,0)"), Column("price", "DECIMAL(38,10)"), Column("f", "FLOAT"),
+    Column("unsigned big", "DECIMAL(20,0)"), Column("price", "DECIMAL(20,4)"), Column("f", "FLOAT"),
     Column("d", "DOUBLE"), Column("day", "DATE"), Column("at", "TIMESTAMP"), Column("wall", "TIMESTAMP_NTZ"),
     Column('na"me.ü', "STRING"), Column("blob", "BINARY"), Column("flag", "BOOLEAN"),
 )
 EXTREMES = [
-    (1, -128, -32768, -2**31, Decimal(2**64 - 1), Decimal("-9999999999999999999999999999.9999999999"), -0.0,
+    (1, -128, -32768, -2**31, Decimal(2**53), Decimal("-99999999999.9999"), -0.0,
      5e-324, dt.date(1582, 10, 15), dt.datetime(1900, 1, 1, tzinfo=UTC), dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
      "𝄞 four-byte ü", b"\x00\xff", True),
-    (2, 127, 32767, 2**31 - 1, Decimal(0), Decimal("0.0000000001"), 3.4028235e38, -1.7976931348623157e308,
+    (2, 127, 32767, 2**31 - 1, Decimal(0), Decimal("0.0001"), 3.4028235e38, -1.7976931348623157e308,
      dt.date(9999, 12, 31), dt.datetime(2038, 1, 19, 3, 14, 8, 123456, tzinfo=UTC),
      dt.datetime(1900, 1, 1), "", b"", False),
     (3, None, None, None, None, None, None, None, None, None, None, None, None, None),
@@ -83,8 +85,8 @@ def test_delta_rs_merges_read_back_as_spark_merges_them(sql, spark, tmp_path):
         assert _rows(spark, locator.sql_name(tables[by_rs])) == _rows(spark, locator.sql_name(tables[by_spark]))
     rs_name = locator.sql_name(tables[by_rs])
     assert [r[0] for r in _rows(spark, rs_name)] == [1, 2]
-    # delta-rs makes no commit of a MERGE that changes nothing, where the point must move on: Spark's then.
-    assert _engines(spark, rs_name) == ["Apache-Spark", "delta-rs", "delta-rs", "Apache-Spark"]
+    # A MERGE that changes nothing still commits its tags (the point moves on), as Spark's does.
+    assert _engines(spark, rs_name) == ["Apache-Spark", "delta-rs", "delta-rs", "delta-rs"]
     assert read_progress(sql, rs_name) == read_progress(sql, locator.sql_name(tables[by_spark])) == TableProgress(
         True, AppliedPoint(ts=300))
 
@@ -152,36 +154,6 @@ def test_full_layout_tables_are_merged_by_spark(sql, spark, tmp_path):
                      TableSchema(TableName("db", "full"), (Column("id", "INT"), Column("v", "STRING")), ("id",)))
 
 
-def test_early_dates_and_times_are_merged_by_spark(sql, spark, tmp_path):
-    # Setup: a table with a DATE and a DATETIME column; changes holding a date before 1582-10-15, then a table
-    # already holding a DATETIME before 1900 and changes that do not.
-    # Expect: those MERGEs are Spark's (Spark 3.5 refuses to read such values from Parquet files another writer
-    # made, and a MERGE rewrites the files of the rows it changes); into a table whose rows Spark wrote without
-    # them (its files' statistics say so), the MERGE is delta-rs's.
-    writer, _, locator = _writers(sql, tmp_path)
-    columns = (Column("id", "INT"), Column("day", "DATE"), Column("wall", "TIMESTAMP_NTZ"), Column("at", "TIMESTAMP"))
-    early = TableSchema(TableName("db", "early"), columns, ("id",))
-    writer.create(early.name, early, None, replace=False)
-    writer.merge(early.name, early, SourceRows.of([NetChange(False, (1, dt.date(1000, 1, 1), None, None))]),
-                 AppliedPoint(ts=10))
-    held = TableSchema(TableName("db", "held"), columns, ("id",))
-    writer.create(held.name, held, None, replace=False)
-    spark.sql(f"INSERT INTO {locator.sql_name(held.name)} VALUES (1, NULL, TIMESTAMP_NTZ'1899-12-31 23:59:59', NULL)")
-    writer.merge(held.name, held, SourceRows.of([NetChange(False, (2, dt.date(2020, 1, 1), None, None))]),
-                 AppliedPoint(ts=10))
-    modern = TableSchema(TableName("db", "modern"), columns, ("id",))
-    writer.create(modern.name, modern, None, replace=False)
-    spark.sql(f"INSERT INTO {locator.sql_name(modern.name)} VALUES "
-              "(2, DATE'1900-01-01', TIMESTAMP_NTZ'1990-01-01', TIMESTAMP'2200-01-01 00:00:00Z')")
-    writer.merge(modern.name, modern, SourceRows.of([NetChange(False, (1, dt.date(2020, 1, 1), None, None))]),
-                 AppliedPoint(ts=10))
-    assert _rows(spark, locator.sql_name(early.name)) == [(1, dt.date(1000, 1, 1), None, None)]
-    assert len(_rows(spark, locator.sql_name(held.name))) == 2
-    assert [e for e in _engines(spark, locator.sql_name(early.name)) if e == "delta-rs"] == []
-    assert [e for e in _engines(spark, locator.sql_name(held.name)) if e == "delta-rs"] == []
-    assert _engines(spark, locator.sql_name(modern.name)) == ["Apache-Spark", "Apache-Spark", "delta-rs"]
-
-
 def test_first_touch_reads_by_delta_rs_equal_spark_s(sql, spark, tmp_path):
     # Setup: a table of every type merged at commitTs 100, then a commit of a user on top (unmarked), and a
     # table name with nothing there; one writer reading through delta-rs, one through Spark.
@@ -215,15 +187,22 @@ def test_first_touch_reads_of_full_layout_tables_are_spark_s(sql, spark, tmp_pat
 
 
 @pytest.mark.spark_only_tables("Spark writes a TIMESTAMP after 2262 as INT96, which delta-rs reads wrong (nanoseconds)")
-def test_timestamps_after_2262_spark_wrote_are_merged_by_spark(sql, spark, tmp_path):
-    # Setup: a table holding a TIMESTAMP of 9999 that Spark wrote, then changes without one.
-    # Expect: the MERGE is Spark's (a delta-rs MERGE rewriting that file would misread the value), and the value
-    # reads back as it was written.
+def test_timestamps_after_2262_are_written_by_delta_rs_then_merged_by_spark(sql, spark, tmp_path):
+    # Setup: a table given a TIMESTAMP of 9999 by a delta-rs MERGE, then changes without one; another table
+    # holding a TIMESTAMP of 9999 that Spark wrote, then changes without one.
+    # Expect: the first MERGE is delta-rs's (it writes such a value as Spark reads it), and every MERGE into a
+    # table holding one is Spark's (Spark would write it as INT96 into any file it rewrites; a delta-rs MERGE
+    # rewriting a file Spark wrote would misread it); the values read back as they were written.
     writer, _, locator = _writers(sql, tmp_path)
-    schema = TableSchema(TableName("db", "late"), (Column("id", "INT"), Column("at", "TIMESTAMP")), ("id",))
-    writer.create(schema.name, schema, None, replace=False)
-    name = locator.sql_name(schema.name)
-    spark.sql(f"INSERT INTO {name} VALUES (1, TIMESTAMP'9999-12-31 23:59:59Z')")
-    writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (2, None))]), AppliedPoint(ts=10))
-    assert "delta-rs" not in _engines(spark, name)
-    assert _rows(spark, name)[0] == (1, dt.datetime(9999, 12, 31, 23, 59, 59))
+    late = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+    for table, first in (("by_rs", "delta-rs"), ("by_spark", "Apache-Spark")):
+        schema = TableSchema(TableName("db", table), (Column("id", "INT"), Column("at", "TIMESTAMP")), ("id",))
+        writer.create(schema.name, schema, None, replace=False)
+        name = locator.sql_name(schema.name)
+        if first == "delta-rs":
+            writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (1, late))]), AppliedPoint(ts=5))
+        else:
+            spark.sql(f"INSERT INTO {name} VALUES (1, TIMESTAMP'9999-12-31 23:59:59.999999Z')")
+        writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (2, None))]), AppliedPoint(ts=10))
+        assert _engines(spark, name)[1:] == [first, "Apache-Spark"], table
+        assert _rows(spark, name)[0] == (1, dt.datetime(9999, 12, 31, 23, 59, 59, 999999)), table
