@@ -246,8 +246,7 @@ class DeltaRs:
         from deltalake import ColumnProperties, WriterProperties, write_deltalake
         from deltalake.transaction import CommitProperties, PostCommitHookProperties, Transaction
 
-        flag = source.column(source.num_columns - 1)
-        upserts = source.drop_columns([source.schema.names[-1]]).filter(self._pc.invert(flag))
+        upserts = self._upserts(source)
         properties = CommitProperties(
             custom_metadata=None if tags.user_metadata is None else {"userMetadata": json.dumps(tags.user_metadata)},
             app_transactions=None if tags.txn is None else [Transaction(tags.txn[0], tags.txn[1])],
@@ -261,6 +260,11 @@ class DeltaRs:
         hooks = PostCommitHookProperties(create_checkpoint=False)
         write_deltalake(table, upserts, mode="overwrite", predicate=keys_predicate(schema, rows),
                         writer_properties=writer, commit_properties=properties, post_commithook_properties=hooks)
+
+    def _upserts(self, source):
+        """The source's rows that are not deletes, without its deleted flag: what the write adds."""
+        flag = source.column(source.num_columns - 1)
+        return source.drop_columns([source.schema.names[-1]]).filter(self._pc.invert(flag))
 
     def _failed(self, location: str, path: str, before: int | None, tags: CommitTags, err: Exception) -> bool:
         """After delta-rs raised: True if the MERGE was committed all the same (a step after the commit failed),

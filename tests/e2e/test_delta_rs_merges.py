@@ -4,8 +4,13 @@ reads back, the commit's tags, and the tables left to Spark's MERGE."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import logging
+import subprocess
+import sys
 from decimal import Decimal
 
+import pyarrow
 import pytest
 
 from ticdc_delta.apply.collapse import NetChange
@@ -93,7 +98,8 @@ def test_delta_rs_merges_read_back_as_spark_merges_them(sql, spark, tmp_path):
 
 def test_spark_and_delta_rs_merge_the_same_table_in_turn(sql, spark, tmp_path):
     # Setup: one table merged by delta-rs, then by Spark (a source over the row limit), then by delta-rs again.
-    # Expect: each sees the other's rows and pair: the Spark MERGE at an older commitTs commits nothing.
+    # Expect: each sees the other's rows and pair: the Spark MERGE at an older commitTs commits nothing, nor do
+    # delta-rs's at the commitTs Spark committed and an older one.
     schema = TableSchema(TableName("db", "t"), (Column("id", "INT"), Column("v", "STRING")), ("id",))
     locator = PathLocator(str(tmp_path))
     writer = DeltaWriter(sql, locator, small_merges=DeltaRs(max_rows=2))
@@ -103,6 +109,9 @@ def test_spark_and_delta_rs_merge_the_same_table_in_turn(sql, spark, tmp_path):
     many = [NetChange(False, (k, "b")) for k in range(1, 4)]
     writer.merge(schema.name, schema, SourceRows.of(many), AppliedPoint(ts=5))  # older: skipped by Spark
     writer.merge(schema.name, schema, SourceRows.of(many), AppliedPoint(ts=20))
+    # Spark committed the pair of 20: delta-rs commits nothing at 20 (a replay) or 15 (older).
+    for ts in (20, 15):
+        writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (9, "replayed"))]), AppliedPoint(ts=ts))
     writer.merge(schema.name, schema, SourceRows.of([NetChange(True, (2, "b"))]), AppliedPoint(ts=30))
     assert _rows(spark, name) == [(1, "b"), (3, "b")]
     assert _engines(spark, name) == ["Apache-Spark", "delta-rs", "Apache-Spark", "delta-rs"]
@@ -115,34 +124,53 @@ def test_spark_and_delta_rs_merge_the_same_table_in_turn(sql, spark, tmp_path):
     assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=38))
 
 
-def _merged_by_spark(spark, writer, where, schema: TableSchema, prepare=None) -> None:
+def _merged_by(engine: str, spark, writer, where, schema: TableSchema, prepare=None) -> None:
+    """A table made by the writer, then `prepare`d (SQL text on it, or a callable given its name); then one MERGE
+    by the writer, which must be `engine`'s."""
     writer.create(schema.name, schema, None, replace=False)
     name = where.sql_name(schema.name)
-    if prepare:
+    if isinstance(prepare, str):
         spark.sql(prepare.format(name=name))
+    elif prepare is not None:
+        prepare(name)
     writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (1, "a"))]), AppliedPoint(ts=10))
-    assert [r[:2] for r in _rows(spark, name)] == [(1, "a")], schema.name
-    assert "delta-rs" not in _engines(spark, name), schema.name
+    assert (1, "a") in [r[:2] for r in _rows(spark, name)], schema.name
+    assert _engines(spark, name)[-1] == engine, schema.name
+
+
+def _table(name: str) -> TableSchema:
+    return TableSchema(TableName("db", name), (Column("id", "INT"), Column("v", "STRING")), ("id",))
 
 
 def test_compatible_tables_delta_rs_cannot_write_as_spark_would_are_merged_by_spark(sql, spark, tmp_path):
     # Setup: a table whose column name holds a backquote (delta-rs cannot address it), one with a column the
-    # changes lack (added by a user: Spark's MERGE leaves it NULL, delta-rs's insert-all would refuse), one
-    # with a CHECK constraint and one with the change data feed on.
-    # Expect: each MERGE is Spark's, with the right rows.
+    # changes lack (added by a user: Spark's MERGE leaves it NULL, delta-rs's write would refuse), one with a
+    # CHECK constraint, one with the change data feed on, one whose symlink manifest Spark keeps (a property
+    # delta-rs does not act on), and one holding a file Spark wrote without statistics.
+    # Expect: each MERGE is Spark's, with the right rows (and the manifest names the new file); a table with
+    # properties that change nothing a reader sees (retention, checkpoint interval, a user's note) is delta-rs's.
     writer, _, locator = _writers(sql, tmp_path)
-    _merged_by_spark(spark, writer, locator,
-                     TableSchema(TableName("db", "tick"), (Column("id", "INT"), Column("v`", "STRING")), ("id",)))
-    _merged_by_spark(spark, writer, locator,
-                     TableSchema(TableName("db", "extra"), (Column("id", "INT"), Column("v", "STRING")), ("id",)),
-                     prepare="ALTER TABLE {name} ADD COLUMNS (note STRING)")
-    # Table features delta-rs does not write as Spark does (a CHECK constraint, the change data feed).
-    _merged_by_spark(spark, writer, locator,
-                     TableSchema(TableName("db", "checked"), (Column("id", "INT"), Column("v", "STRING")), ("id",)),
-                     prepare="ALTER TABLE {name} ADD CONSTRAINT positive CHECK (id > 0)")
-    _merged_by_spark(spark, writer, locator,
-                     TableSchema(TableName("db", "feed"), (Column("id", "INT"), Column("v", "STRING")), ("id",)),
-                     prepare="ALTER TABLE {name} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
+    spark_merges = functools.partial(_merged_by, "Apache-Spark", spark, writer, locator)
+    spark_merges(TableSchema(TableName("db", "tick"), (Column("id", "INT"), Column("v`", "STRING")), ("id",)))
+    spark_merges(_table("extra"), "ALTER TABLE {name} ADD COLUMNS (note STRING)")
+    spark_merges(_table("checked"), "ALTER TABLE {name} ADD CONSTRAINT positive CHECK (id > 0)")
+    spark_merges(_table("feed"), "ALTER TABLE {name} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
+    spark_merges(_table("manifest"),
+                 "ALTER TABLE {name} SET TBLPROPERTIES ('delta.compatibility.symlinkFormatManifest.enabled' = 'true')")
+    manifest = (tmp_path / "db" / "manifest" / "_symlink_format_manifest" / "manifest").read_text()
+    assert len(manifest.split()) == 1, manifest
+
+    def without_statistics(name: str) -> None:
+        spark.conf.set("spark.databricks.delta.stats.collect", "false")
+        try:
+            spark.sql(f"INSERT INTO {name} VALUES (2, 'b')")
+        finally:
+            spark.conf.unset("spark.databricks.delta.stats.collect")
+
+    spark_merges(_table("unknown"), without_statistics)
+    _merged_by("delta-rs", spark, writer, locator, _table("neutral"),
+               "ALTER TABLE {name} SET TBLPROPERTIES ('delta.logRetentionDuration' = 'interval 7 days', "
+               "'delta.checkpointInterval' = '5', 'team.owner' = 'payments')")
 
 
 @pytest.mark.spark_only_tables("a full-layout table, which delta-rs refuses to open")
@@ -150,8 +178,7 @@ def test_full_layout_tables_are_merged_by_spark(sql, spark, tmp_path):
     # Setup: a full-layout table (column mapping, deletion vectors) and a writer with delta-rs configured.
     # Expect: its MERGE is Spark's, with the right rows.
     writer, _, locator = _writers(sql, tmp_path, FULL)
-    _merged_by_spark(spark, writer, locator,
-                     TableSchema(TableName("db", "full"), (Column("id", "INT"), Column("v", "STRING")), ("id",)))
+    _merged_by("Apache-Spark", spark, writer, locator, _table("full"))
 
 
 def test_first_touch_reads_by_delta_rs_equal_spark_s(sql, spark, tmp_path):
@@ -206,3 +233,69 @@ def test_timestamps_after_2262_are_written_by_delta_rs_then_merged_by_spark(sql,
         writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (2, None))]), AppliedPoint(ts=10))
         assert _engines(spark, name)[1:] == [first, "Apache-Spark"], table
         assert _rows(spark, name)[0] == (1, dt.datetime(9999, 12, 31, 23, 59, 59, 999999)), table
+
+
+_ANOTHER_WRITER = """
+import sys
+from deltalake import DeltaTable
+table, what = DeltaTable(sys.argv[1]), sys.argv[2]
+if what == "OPTIMIZE":
+    table.optimize.compact()
+elif what.startswith("UPDATE "):
+    table.update(predicate=what[len("UPDATE "):], updates={"v": "'user'"})
+else:
+    table.delete(what)
+"""
+
+
+def test_delta_rs_merges_go_on_after_other_writers_and_its_own_errors(sql, spark, tmp_path, monkeypatch, caplog):
+    # Setup: a table of 4 keys merged by delta-rs. Then three delta-rs MERGEs, each of which, after it read the
+    # table and before it commits, another process commits to it: a user's DELETE of another key in the file the
+    # MERGE rewrites, a user's UPDATE of a key in a file the MERGE (a new key's) does not touch, then an OPTIMIZE
+    # of the files. Then a MERGE whose rows' stream breaks inside delta-rs's write.
+    # Expect: the two conflicts are met by merging again (a warning each, then delta-rs's commit), the UPDATE is
+    # none; the broken MERGE is Spark's after one warning line; the table ends holding exactly the model's rows
+    # (the user's changes and the job's), applied through the last.
+    writer, _, locator = _writers(sql, tmp_path)
+    schema = _table("busy")
+    path = str(tmp_path / "db" / "busy")
+    name = locator.sql_name(schema.name)
+    writer.create(schema.name, schema, None, replace=False)
+    writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (k, "a")) for k in range(1, 5)]),
+                 AppliedPoint(ts=10))
+    execute = DeltaRs._execute
+    meddling = []
+
+    def with_another_writer(self, table, *args):
+        if meddling:  # (once: its retry reads the table again and commits)
+            subprocess.run([sys.executable, "-c", _ANOTHER_WRITER, path, meddling.pop()], check=True)
+        return execute(self, table, *args)
+
+    monkeypatch.setattr(DeltaRs, "_execute", with_another_writer)
+    caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.delta_rs")
+    others = [((1, "b"), '"id" = 3'), ((5, "c"), 'UPDATE "id" = 4'), ((2, "c"), "OPTIMIZE")]
+    for ts, (change, other) in enumerate(others, start=20):
+        meddling.append(other)
+        writer.merge(schema.name, schema, SourceRows.of([NetChange(False, change)]), AppliedPoint(ts=ts))
+        assert not meddling and _engines(spark, name)[-1] == "delta-rs", other
+    conflicts = [r.getMessage() for r in caplog.records if "concurrent commit" in r.getMessage()]
+    assert len(conflicts) == 2, conflicts
+
+    def breaking(self, source):
+        batches = self._upserts_of(source).to_batches()
+
+        def stream():
+            yield batches[0]
+            raise OSError("injected: the rows' stream broke")
+        return pyarrow.RecordBatchReader.from_batches(batches[0].schema, stream())
+
+    monkeypatch.setattr(DeltaRs, "_upserts_of", DeltaRs._upserts, raising=False)
+    monkeypatch.setattr(DeltaRs, "_upserts", breaking)
+    caplog.clear()
+    writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (2, "d")), NetChange(True, (4, "a"))]),
+                 AppliedPoint(ts=30))
+    assert _engines(spark, name)[-1] == "Apache-Spark"
+    failed = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(failed) == 1 and "failed before committing" in failed[0] and "injected" in failed[0], failed
+    assert _rows(spark, name) == [(1, "b"), (2, "d"), (5, "c")]
+    assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=30))
