@@ -49,8 +49,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kills-per-run", type=int, default=5, help="kills before a run's final restart")
     parser.add_argument("--kill-protocols", default=",".join(PROTOCOLS), help=f"comma-separated: {', '.join(PROTOCOLS)}")
     parser.add_argument("--kill-workdir", type=Path, default=None, help="where targets and logs go (default: a temp dir)")
-    parser.add_argument("--kill-small-merge-writer", choices=("spark", "delta-rs"), default="spark",
-                        help="the jobs' target.small_merge_writer (delta-rs: local targets only)")
+    parser.add_argument("--kill-small-merge-writer", choices=("auto", "spark", "delta-rs"), default="auto",
+                        help="the jobs' target.small_merge_writer (the product's default: auto)")
 
 
 # --- workloads ------------------------------------------------------------------------------
@@ -553,10 +553,12 @@ def run(args) -> bool:
             targets = Targets(f"s3a://kills/{workdir.name}",
                               {"target": {"require_safe_commits": False}, "spark.conf": hadoop})
             print(f"tables under {targets.root} ({s3.endpoint})", flush=True)
-        if args.kill_small_merge_writer != "spark":
-            if targets is not None:
-                raise SystemExit("--kill-small-merge-writer delta-rs: local targets only (the product refuses others)")
-            targets = Targets(str(workdir), {"target": {"small_merge_writer": args.kill_small_merge_writer}})
+        if args.kill_small_merge_writer == "delta-rs" and targets is not None:
+            raise SystemExit("--kill-small-merge-writer delta-rs: local targets only (the product refuses others)")
+        if args.kill_small_merge_writer != "auto":
+            writer = {"target": {"small_merge_writer": args.kill_small_merge_writer}}
+            targets = Targets(str(workdir), writer) if targets is None else dataclasses.replace(
+                targets, sections={**targets.sections, "target": {**targets.sections.get("target", {}), **writer["target"]}})
         spark = get_spark("local[1]", conf, packages)
         for i, protocol in enumerate(protocols):
             share = args.kills // len(protocols) + (1 if i < args.kills % len(protocols) else 0)

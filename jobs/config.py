@@ -26,8 +26,8 @@ from ticdc_delta.schema_cache.simple.options import SimpleOptions
 from ticdc_delta.schema_cache.ticdc_avro.options import AvroOptions, RegistryOptions
 from ticdc_delta.schema_cache.types import TypeOptions
 
-SPARK_WRITER, DELTA_RS_WRITER = "spark", "delta-rs"
-SMALL_MERGE_WRITERS = (SPARK_WRITER, DELTA_RS_WRITER)
+AUTO_WRITER, SPARK_WRITER, DELTA_RS_WRITER = "auto", "spark", "delta-rs"
+SMALL_MERGE_WRITERS = (AUTO_WRITER, SPARK_WRITER, DELTA_RS_WRITER)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -103,10 +103,11 @@ class TargetConfig:
     # On S3 the lease and exactly-once need a Delta log store whose commits are put-if-absent
     # (jobs/runtime.py); false only where nothing but this job ever writes under the target.
     require_safe_commits: bool = True
-    # Who commits a batch's small MERGEs of rows held in memory: "spark", or "delta-rs" (the `deltalake`
-    # package: about 45x less CPU a commit; path tables on the local file system, "compatible" layout;
-    # apply.delta_rs). Spark keeps DDL, large MERGEs and every table delta-rs cannot write as it would.
-    small_merge_writer: str = SPARK_WRITER
+    # Who commits a batch's small MERGEs of rows held in memory: "auto" (delta-rs, the `deltalake` package, about
+    # 45x less CPU a commit, wherever it writes what Spark would: path tables on the local file system, the
+    # installed package; Spark elsewhere), "spark", or "delta-rs" (as auto, but refusing to start where it
+    # cannot be used). apply.delta_rs decides per table and MERGE; Spark keeps DDL, large MERGEs and the rest.
+    small_merge_writer: str = AUTO_WRITER
 
     def __post_init__(self) -> None:
         if bool(self.path) == bool(self.catalog):
@@ -119,15 +120,19 @@ class TargetConfig:
             raise ConfigError(f"target.require_safe_commits: true or false, got {self.require_safe_commits!r}")
 
     def _check_delta_rs(self) -> None:
-        why = None
-        if not self.path or local_path(self.path) is None:
-            why = "it writes path tables on the local file system only (target.path = a folder or a file: URL)"
-        elif self.table_features != COMPATIBLE:
-            why = "it writes tables of the compatible layout only (target.table_features = \"compatible\")"
-        elif not delta_rs_available():
-            why = "the deltalake package is not installed: pip install 'ticdc-delta[delta-rs]'"
+        why = self.why_not_delta_rs()
         if why:
-            raise ConfigError(f"target.small_merge_writer = \"delta-rs\": {why}; or set it to \"spark\"")
+            raise ConfigError(f"target.small_merge_writer = \"delta-rs\": {why}; or set it to \"auto\" or \"spark\"")
+
+    def why_not_delta_rs(self) -> str | None:
+        """Why delta-rs commits none of this target's MERGEs (None: it may, table by table)."""
+        if not self.path or local_path(self.path) is None:
+            return "it writes path tables on the local file system only (target.path = a folder or a file: URL)"
+        if self.table_features != COMPATIBLE:
+            return "it writes tables of the compatible layout only (target.table_features = \"compatible\")"
+        if not delta_rs_available():
+            return "the deltalake package is not installed: pip install 'ticdc-delta[delta-rs]'"
+        return None
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from ticdc_delta.apply.tombstones import Tombstones
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.batch_metrics import MetricsRecorder, commit_ts_lag_ms, offset_lag
 from ticdc_delta.jobs.caught_up import commit_tag
-from ticdc_delta.jobs.config import DELTA_RS_WRITER, Config, TargetConfig
+from ticdc_delta.jobs.config import SPARK_WRITER, Config, TargetConfig
 from ticdc_delta.jobs.intake import DriverIntake, Intake, Reading
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.live_progress import ProgressLine
@@ -63,7 +63,13 @@ def locator_for(config: Config) -> TableLocator:
 
 def small_merges_of(target: TargetConfig) -> DeltaRs | None:
     """Who commits small MERGEs besides Spark (`target.small_merge_writer`): delta-rs, or nobody."""
-    return DeltaRs() if target.small_merge_writer == DELTA_RS_WRITER else None
+    if target.small_merge_writer == SPARK_WRITER:
+        return None
+    why = target.why_not_delta_rs()  # ("delta-rs" itself refused to start on any reason)
+    if why is not None:
+        log.info("small MERGEs are Spark's here, not delta-rs's (target.small_merge_writer = \"auto\"): %s", why)
+        return None
+    return DeltaRs()
 
 
 @dataclass

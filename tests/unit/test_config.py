@@ -164,7 +164,7 @@ def test_table_features_default_to_tables_every_reader_opens():
 
 
 def test_small_merges_by_delta_rs_need_local_path_tables_of_the_compatible_layout():
-    assert config.from_mapping(MINIMAL).target.small_merge_writer == "spark"
+    assert config.from_mapping(MINIMAL).target.small_merge_writer == "auto"
     chosen = {"path": "/lake", "small_merge_writer": "delta-rs"}
     assert config.from_mapping({**MINIMAL, "target": chosen}).target.small_merge_writer == "delta-rs"
     assert config.from_mapping({**MINIMAL, "target": {**chosen, "path": "file:///lake"}}).target.small_merge_writer
@@ -181,8 +181,25 @@ def test_small_merges_by_delta_rs_need_local_path_tables_of_the_compatible_layou
 
 def test_small_merges_by_delta_rs_without_deltalake_installed_name_the_remedy(monkeypatch):
     monkeypatch.setattr(config, "delta_rs_available", lambda: False)
-    with pytest.raises(ConfigError, match=r"pip install 'ticdc-delta\[delta-rs\]'; or set it to \"spark\""):
+    with pytest.raises(ConfigError, match=r"pip install 'ticdc-delta\[delta-rs\]'; or set it to \"auto\" or \"spark\""):
         config.from_mapping({**MINIMAL, "target": {"path": "/lake", "small_merge_writer": "delta-rs"}})
+    # The default goes on with Spark's MERGE, saying so in one line.
+    auto = config.from_mapping({**MINIMAL, "target": {"path": "/lake"}}).target
+    assert "pip install" in auto.why_not_delta_rs()
+
+
+def test_the_default_small_merge_writer_is_delta_rs_where_it_can_be_used(caplog):
+    from ticdc_delta.jobs.pipeline import small_merges_of
+
+    def writer(target: dict):
+        return small_merges_of(config.from_mapping({**MINIMAL, "target": target}).target)
+
+    assert writer({"path": "/lake"}) is not None and writer({"path": "file:///lake"}) is not None
+    with caplog.at_level("INFO", logger="ticdc_delta.jobs.pipeline"):
+        assert writer({"path": "s3a://bucket/lake"}) is None and writer({"catalog": "main"}) is None
+        assert writer({"path": "/lake", "table_features": "full"}) is None
+    assert len([r for r in caplog.records if "small MERGEs are Spark's" in r.getMessage()]) == 3
+    assert writer({"path": "/lake", "small_merge_writer": "spark"}) is None
 
 
 def test_variant_columns_need_full_table_features():
