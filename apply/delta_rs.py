@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from ticdc_delta.apply.arrow_types import arrow_type
 from ticdc_delta.apply.delta_rs_checks import (
+    bytes_to_read,
     files_refusal,
     floating,
     properties_refusal,
@@ -56,6 +57,10 @@ from ticdc_delta.schema_cache.events import TableSchema
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ROWS = 10_000
+# delta-rs reads every file whose key bounds the changes' keys fall within, on one core; Spark's MERGE reads the
+# whole table on every core, for about a second of fixed cost. Past this much to read, Spark's is the quicker
+# (benchmarks/bench.py, table-size: docs/performance.md).
+DEFAULT_MAX_READ_BYTES = 256 * 2**20
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _NEEDS_SPARK = frozenset({"VARIANT"})
 # As Spark's MERGE (apply.sql_session): a commit that lost a race is run again a few times, with jittered backoff.
@@ -114,13 +119,14 @@ class DeltaRs:
     """MERGEs of in-memory net changes (values of the table's columns, then whether deleted) by delta-rs, and what
     the job reads of a table at its first touch."""
 
-    def __init__(self, max_rows: int = DEFAULT_MAX_ROWS) -> None:
+    def __init__(self, max_rows: int = DEFAULT_MAX_ROWS, max_read_bytes: int | None = DEFAULT_MAX_READ_BYTES) -> None:
         import pyarrow
         import pyarrow.compute
 
         self._pa = pyarrow
         self._pc = pyarrow.compute
         self.max_rows = max_rows
+        self.max_read_bytes = max_read_bytes
 
     def facts(self, location: str, depth: int) -> TableFacts | None:
         """What the job reads of the table at `location` at its first touch (`depth`: how many of its newest
@@ -202,10 +208,11 @@ class DeltaRs:
         except Exception as err:  # noqa: BLE001 - whatever it is, Spark's MERGE meets it too, or does not
             return self._failed(location, path, None, tags, err)
         source = self._source(schema, rows)
+        files = self._pa.table(table.get_add_actions(flatten=True))
         why = (protocol_refusal(table.protocol()) or properties_refusal(table.metadata().configuration)
                or (None if source is not None and self._same_columns(table, source, len(schema.columns))
                    else "its columns are not the changes' columns")
-               or files_refusal(schema, self._pa.table(table.get_add_actions(flatten=True))))
+               or files_refusal(schema, files) or self._read_refusal(schema, files, rows))
         if why:
             log.debug("%s: left to Spark's MERGE: %s", location, why)
             return False
@@ -260,6 +267,14 @@ class DeltaRs:
         hooks = PostCommitHookProperties(create_checkpoint=False)
         write_deltalake(table, upserts, mode="overwrite", predicate=keys_predicate(schema, rows),
                         writer_properties=writer, commit_properties=properties, post_commithook_properties=hooks)
+
+    def _read_refusal(self, schema: TableSchema, files, rows: Sequence[tuple]) -> str | None:
+        if self.max_read_bytes is None:
+            return None
+        read = bytes_to_read(schema, files, rows)
+        if read <= self.max_read_bytes:
+            return None
+        return f"{read / 2**20:.0f} MiB of files may hold the changes' keys (more than {self.max_read_bytes / 2**20:.0f})"
 
     def _upserts(self, source):
         """The source's rows that are not deletes, without its deleted flag: what the write adds."""

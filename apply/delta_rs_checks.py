@@ -26,6 +26,7 @@ Each check returns None where delta-rs writes what Spark would, or the reason it
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import math
 import re
@@ -203,3 +204,27 @@ def files_refusal(schema: TableSchema, files) -> str | None:
 def floating(schema: TableSchema) -> list:
     """The FLOAT and DOUBLE columns of `schema`."""
     return [c for c in schema.columns if c.spark_type in _FLOATING]
+
+
+def bytes_to_read(schema: TableSchema, files, rows: Sequence[tuple]) -> int:
+    """The size of the table's files (add actions) whose bounds of the first key column hold one of the rows' keys
+    (or that have no bounds): what a write replacing those keys' rows reads."""
+    if files.num_rows == 0:
+        return 0
+    present = set(files.schema.names)
+    sizes = files.column("size_bytes").to_pylist()
+    key = schema.key[0]
+    position = schema.column_names().index(key)
+    keys = sorted({row[position] for row in rows})
+    unknown = [None] * files.num_rows
+    lows = files.column(f"min.{key}").to_pylist() if f"min.{key}" in present else unknown
+    highs = files.column(f"max.{key}").to_pylist() if f"max.{key}" in present else unknown
+    total = 0
+    for size, low, high in zip(sizes, lows, highs, strict=True):
+        if low is None or high is None:
+            total += size
+            continue
+        first = bisect.bisect_left(keys, low)
+        if first < len(keys) and keys[first] <= high:
+            total += size
+    return total

@@ -13,7 +13,9 @@ of medians in brackets). The load average is printed with each section. Sections
   plain Delta append of the same net rows, vs one MERGE of them into a table already holding them,
   vs one MERGE per 10-row upstream transaction (extrapolated); the job's time split per phase.
 - handwritten: the job vs Spark's Kafka source + from_json + last change per key + one MERGE.
-- table-size: one batch of 10,000 changed keys into a 1M-row table vs a 100k-row table.
+- table-size: one batch of 10,000 changed keys into a 1M-row table vs a 100k-row table; then a 100-row change
+  into tables of `--size-rows` rows (10^4, 10^6, 10^7; `--size-files` files each, their keys in ranges or
+  scattered) by Spark's MERGE, by delta-rs and by the default writer, which says whom it chose.
 - features: the job's MERGE into tables made under `target.table_features` "compatible" (no deletion
   vectors) and "full" (deletion vectors, column mapping), and with deletion vectors alone; a batch of
   10,000 and one of 100 changed keys spread over a 1M-row table, the 10,000 also into 100k rows; a
@@ -41,10 +43,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import io
 import json
 import logging
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -409,6 +413,82 @@ def bench_table_size(args, lake: Lake) -> None:
     print(f"  into 1M rows    {fmt(times['1M'])}")
     print(f"  into 100k rows  {fmt(times['100k'])}")
     row("1M-row table vs 100k-row table", times["1M"], times["100k"], "<= 1.5x")
+    bench_writers_by_size(args, lake)
+
+
+def bench_writers_by_size(args, lake: Lake) -> None:
+    """A 100-row change (80 updates, 10 deletes, 10 inserts) merged into compatible-layout tables of each size, by
+    Spark's MERGE, by delta-rs whatever it has to read, and by the default (`auto`: delta-rs unless the files the
+    keys may be in are more than `DeltaRs.max_read_bytes`), alternating; which engine the default chose is printed.
+    Tables of each size come in two layouts: files holding key ranges (rows appended in key order, as an
+    auto-increment key's are) and files each holding keys from all over (rows in random order)."""
+    import datetime as dt
+    import random
+    from decimal import Decimal
+
+    from ticdc_delta.apply.collapse import NetChange
+    from ticdc_delta.apply.delta_rs import DeltaRs
+    from ticdc_delta.apply.delta_writer import DeltaWriter
+    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.apply.merge_source import SourceRows
+    from ticdc_delta.apply.points import AppliedPoint
+    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
+
+    sizes = [int(n) for n in args.size_rows.split(",")]
+    section(f"a 100-row change into tables of {', '.join(f'{n:,}' for n in sizes)} rows ({args.size_files} files "
+            "each): Spark's MERGE, delta-rs, the default")
+    spark, rng = lake.spark, random.Random(7)
+    columns = tuple(Column(n, t) for n, t in (c.strip().split(" ") for c in streams.SPARK_SCHEMA.split(",")))
+    table = TableName("bench", "sized")
+    schema = TableSchema(table, columns, ("id",))
+    at, ts = dt.datetime(2026, 2, 1), dt.datetime(2026, 2, 1, tzinfo=dt.timezone.utc)
+    point = [1 << 50]
+
+    def row(key: int, i: int) -> tuple:
+        return (key, f"changed-{i}", Decimal("1.00"), i, at, ts, "n")
+
+    print(f"  {'rows':>12} {'layout':<9} {'MiB':>6} {'Spark':>22} {'delta-rs':>22} {'default':>22}  default chose")
+    def one(size: int, layout: str) -> None:
+        root = lake.path(f"sized-{size}-{layout}")
+        sql = SqlSession(spark)
+        locator = PathLocator(root)
+        writers = {"spark": DeltaWriter(sql, locator), "delta-rs": DeltaWriter(sql, locator, small_merges=DeltaRs(max_read_bytes=None)),
+                   "default": DeltaWriter(sql, locator, small_merges=DeltaRs())}
+        writers["spark"].create(table, schema, None, replace=False)
+        rows = spark.range(size).selectExpr(
+            "id", "concat('name-', id) AS name", "CAST(id % 1000 AS DECIMAL(12,2)) AS amount", "CAST(id % 1000 AS INT) AS qty",
+            "TIMESTAMP_NTZ'2026-01-01 00:00:00' AS at", "TIMESTAMP'2026-01-01 00:00:00' AS ts", "'' AS note")
+        rows = rows.repartitionByRange(args.size_files, "id") if layout == "ranges" else rows.repartition(args.size_files)
+        path = locator.path(table)
+        rows.write.format("delta").mode("append").save(path)
+        mib = sum(f.stat().st_size for f in Path(path).glob("*.parquet")) / 2**20
+        inserted = [size]
+
+        def merge(who: str) -> None:
+            keys = rng.sample(range(size), 90)
+            changes = [NetChange(False, row(k, i)) for i, k in enumerate(keys[:80])]
+            changes += [NetChange(True, row(k, 0)) for k in keys[80:]]
+            changes += [NetChange(False, row(inserted[0] + j, j)) for j in range(10)]
+            inserted[0] += 10
+            point[0] += 1
+            writers[who].merge(table, schema, SourceRows.of(changes), AppliedPoint(ts=point[0]))
+
+        for who in writers:  # (warm: each writer's first read of the table)
+            merge(who)
+        times = interleaved({who: functools.partial(merge, who) for who in writers}, args.repeats)
+        # The engine of each of the default's commits: every third of the timed rounds' commits.
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT {3 * args.repeats}").orderBy("version").collect()
+        chose = ["delta-rs" if (h["engineInfo"] or "").startswith("delta-rs") else "Spark" for h in history[2::3]]
+        print(f"  {size:>12,} {layout:<9} {mib:6.0f} {fmt(times['spark'])} {fmt(times['delta-rs'])} "
+              f"{fmt(times['default'])}  {', '.join(sorted(set(chose)))}")
+        print(f"  {'':>12} {'':<9} {'':>6} delta-rs / Spark {ratio(times['delta-rs'], times['spark'])}, "
+              f"default / Spark {ratio(times['default'], times['spark'])}")
+        shutil.rmtree(root, ignore_errors=True)
+
+    for size in sizes:
+        for layout in ("ranges", "scattered"):
+            one(size, layout)
 
 
 # --- table features --------------------------------------------------------------------------
@@ -715,6 +795,9 @@ def main() -> int:
         help="a Spark setting for the memory section's job runs (repeatable), e.g. spark.driver.memory=1g",
     )
     parser.add_argument("--features-files", type=int, default=8, help="data files per table in the features section")
+    parser.add_argument("--size-rows", default="10000,1000000,10000000",
+                        help="table-size: the table sizes a 100-row change is merged into by each writer")
+    parser.add_argument("--size-files", type=int, default=200, help="table-size: data files per table of those")
     merge_anatomy.add_arguments(parser)
     tables.add_arguments(parser)
     freshness.add_arguments(parser)

@@ -14,6 +14,8 @@ Sections, each in its own module beside this one:
   exception other than the product's typed decode error) and the throughput.
 - growth (`fault_growth`): the checkpoint table's size after many batches, with its retention and
   compaction.
+- exits (`fault_exits`): each way a job that used delta-rs ends (done, a bad message, SIGTERM, Kafka or
+  Spark gone, configuration, storage), repeated on each pair; prints `N/N as documented` per path.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ os.environ.setdefault("TICDC_DELTA_CACHE", str(ROOT / ".cache"))
 
 # section name -> module beside this file; each module has `add_arguments(parser)` and `run(args) -> bool`
 # (True when everything it measured is as it must be).
-SECTIONS = {"kills": "fault_kills", "fuzz": "fault_fuzz", "growth": "fault_growth"}
+SECTIONS = {"kills": "fault_kills", "fuzz": "fault_fuzz", "growth": "fault_growth", "exits": "fault_exits"}
 
 
 def main(argv: list[str] | None = None) -> int:

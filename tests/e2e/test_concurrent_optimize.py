@@ -140,7 +140,10 @@ def test_a_concurrent_optimize_makes_merges_retry_never_fail_or_lose_or_double(
     caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.sql_session")
 
     with _OptimizeDuringEachMerge(spark, table, gate, monkeypatch) as optimize:
-        run_job(spark, kafka, topic, str(target), f"g-{unique}", run={"batch_max_messages": 20})
+        # Spark's MERGEs (its conflict errors and retries); delta-rs's, which the default would commit these small
+        # batches with, meet other writers in tests/e2e/test_delta_rs_merges.py.
+        run_job(spark, kafka, topic, str(target), f"g-{unique}", run={"batch_max_messages": 20},
+                target={"small_merge_writer": "spark"})
 
     assert optimize.errors == []
     merges_held = len(list(gate.glob("*.raced")))
