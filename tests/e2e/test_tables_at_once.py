@@ -26,12 +26,13 @@ def test_one_table_failing_while_the_others_commit_ends_exact_after_a_restart(sp
                                                                               small_merges):
     """About 15 s: two in-process job runs over the demo stream."""
     # Setup: the demo stream (customers and orders, an ALTER, key changes) in one batch, the tables merged at
-    #    once on two threads; orders' MERGE there fails (as a lost storage call would) while customers' runs
+    #    once on two threads; customers' MERGE there fails (as a lost storage call would) while orders' runs
     #    on the other thread. Then a run without the fault.
-    # Expect: the first run fails with that error after customers committed (its applied point is on its
-    #    table, merged at once with orders' failing one); the second run applies what orders lacks, skips
-    #    what customers holds, and both tables equal upstream. With small MERGEs committed by delta-rs
-    #    (target.small_merge_writer), the same, and the tables' MERGEs are delta-rs commits.
+    # Expect: the first run fails with that error after orders committed (its applied point is on its
+    #    table, merged at once with customers' failing one); the second run applies what customers lacks,
+    #    skips what orders holds, and both tables equal upstream. With small MERGEs committed by delta-rs
+    #    (target.small_merge_writer), the same, and customers' MERGEs are delta-rs commits; orders' stay
+    #    Spark's (its keys near 2^64 are values whose statistics delta-rs cannot record exactly).
     feed = demo_changefeed(seed=21, changes=200)
     topic, target, group = f"tables-{unique}", str(tmp_path), f"g-{unique}"
     publish(kafka, topic, feed.messages)
@@ -46,9 +47,9 @@ def test_one_table_failing_while_the_others_commit_ends_exact_after_a_restart(sp
 
     def failing_merge(writer, table, *args, **kwargs):
         if at_once.is_set():
-            if table.table == "orders" and not failed:
+            if table.table == "customers" and not failed:
                 failed.append(threading.current_thread().name)
-                raise OSError("the storage call of orders' MERGE failed")
+                raise OSError("the storage call of customers' MERGE failed")
             merge(writer, table, *args, **kwargs)
             pooled.append(table.table)
             return None
@@ -59,11 +60,11 @@ def test_one_table_failing_while_the_others_commit_ends_exact_after_a_restart(sp
     run = {"mode": "until-idle", "batch_max_seconds": 30.0, "batch_max_messages": 100_000, "apply_concurrency": 2}
     config = job_config(kafka, topic, target, group, run=run)
     config = dataclasses.replace(config, target=dataclasses.replace(config.target, small_merge_writer=small_merges))
-    with pytest.raises(OSError, match="orders' MERGE failed"):
+    with pytest.raises(OSError, match="customers' MERGE failed"):
         Pipeline.from_config(config, spark).run()
-    customers = read_progress(SqlSession(spark), PathLocator(target).sql_name(TableName("shop", "customers")))
-    assert customers.exists and customers.point is not None and customers.point.ts is not None
-    assert pooled == ["customers"] and failed
+    orders = read_progress(SqlSession(spark), PathLocator(target).sql_name(TableName("shop", "orders")))
+    assert orders.exists and orders.point is not None and orders.point.ts is not None
+    assert pooled == ["orders"] and failed
     monkeypatch.setattr(DeltaWriter, "merge", merge)
 
     again = Pipeline.from_config(config, spark).run()
@@ -73,4 +74,4 @@ def test_one_table_failing_while_the_others_commit_ends_exact_after_a_restart(sp
         assert_table(spark, target, feed, "shop", table, ddl)
         name = PathLocator(target).sql_name(TableName("shop", table))
         engines = {row[0].split(":")[0] for row in spark.sql(f"DESCRIBE HISTORY {name}").select("engineInfo").collect()}
-        assert ("delta-rs" in engines) == (small_merges == "delta-rs"), engines
+        assert ("delta-rs" in engines) == (small_merges == "delta-rs" and table == "customers"), engines
