@@ -84,13 +84,24 @@ def local_path(location: str) -> str | None:
     return "/" + rest.lstrip("/") if rest.startswith("//") else rest
 
 
-def available() -> bool:
+# The deltalake releases whose writes were checked against Spark's (tests/e2e/test_delta_rs_reads.py): another
+# release may record statistics or encode columns otherwise, so it leaves the MERGEs to Spark.
+CHECKED_RELEASES = ((1, 6), (2, 0))
+
+
+def unavailable() -> str | None:
+    """Why delta-rs cannot take MERGEs in this Python (None: it can)."""
     try:
-        import deltalake  # noqa: F401
+        import deltalake
         import pyarrow  # noqa: F401
     except ImportError:
-        return False
-    return True
+        return "the deltalake package is not installed: pip install 'ticdc-delta[delta-rs]'"
+    version = tuple(int(part) for part in re.findall(r"\d+", deltalake.__version__)[:2])
+    low, high = CHECKED_RELEASES
+    if not low <= version < high:
+        return (f"deltalake {deltalake.__version__} is installed, and this release checked its writes with "
+                f"{low[0]}.{low[1]} up to {high[0]}.{high[1]} (exclusive): pip install 'deltalake>={low[0]}.{low[1]},<{high[0]}'")
+    return None
 
 
 # Delta's primitive type names as Spark's simpleString names them (the product's column types only).

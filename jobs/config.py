@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from ticdc_delta.apply.delta_rs import available as delta_rs_available
+from ticdc_delta.apply.delta_rs import unavailable as delta_rs_unavailable
 from ticdc_delta.apply.delta_rs import local_path
 from ticdc_delta.apply.history import HistoryChoice
 from ticdc_delta.apply.table_features import COMPATIBLE
@@ -130,9 +130,7 @@ class TargetConfig:
             return "it writes path tables on the local file system only (target.path = a folder or a file: URL)"
         if self.table_features != COMPATIBLE:
             return "it writes tables of the compatible layout only (target.table_features = \"compatible\")"
-        if not delta_rs_available():
-            return "the deltalake package is not installed: pip install 'ticdc-delta[delta-rs]'"
-        return None
+        return delta_rs_unavailable()
 
 
 @dataclass(frozen=True)

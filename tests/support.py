@@ -73,11 +73,12 @@ def publish(kafka, topic: str, messages: Iterable[Message], partitions: int = 3)
     return sent
 
 
-def job_config(kafka, topic: str | list[str], target: str, group: str, *, engine: str = "driver", **sections):
+def job_config(kafka, topic: str | list[str], target_path: str, group: str, /, *, engine: str = "driver", **sections):
+    """The job's configuration; `sections` add to or override each section's keys (`target={...}` included)."""
     topics = [topic] if isinstance(topic, str) else list(topic)
     values = {
         "kafka": {"bootstrap_servers": kafka.bootstrap_servers, "topics": topics, "group_id": group},
-        "target": {"path": target},
+        "target": {"path": target_path},
         "run": {"mode": "until-idle", "batch_max_seconds": 2.0, "idle_timeout_seconds": 15.0, "engine": engine},
     }
     for name, section in sections.items():
@@ -85,8 +86,9 @@ def job_config(kafka, topic: str | list[str], target: str, group: str, *, engine
     return config_module.from_mapping(values)
 
 
-def run_job(spark, kafka, topic: str | list[str], target: str, group: str, *, engine: str = "driver", **sections) -> RunResult:
-    return Pipeline.from_config(job_config(kafka, topic, target, group, engine=engine, **sections), spark).run()
+def run_job(spark, kafka, topic: str | list[str], target_path: str, group: str, /, *, engine: str = "driver",
+            **sections) -> RunResult:
+    return Pipeline.from_config(job_config(kafka, topic, target_path, group, engine=engine, **sections), spark).run()
 
 
 def s3_config(kafka, topic: str, target: str, group: str, *, safe_commits: bool = False, **sections):

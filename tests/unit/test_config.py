@@ -180,12 +180,31 @@ def test_small_merges_by_delta_rs_need_local_path_tables_of_the_compatible_layou
 
 
 def test_small_merges_by_delta_rs_without_deltalake_installed_name_the_remedy(monkeypatch):
-    monkeypatch.setattr(config, "delta_rs_available", lambda: False)
+    import builtins
+    import sys
+
+    import deltalake
+
+    imported = builtins.__import__
+
+    def without_deltalake(name, *args, **kwargs):
+        if name == "deltalake":
+            raise ImportError("No module named 'deltalake'")
+        return imported(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_deltalake)
     with pytest.raises(ConfigError, match=r"pip install 'ticdc-delta\[delta-rs\]'; or set it to \"auto\" or \"spark\""):
         config.from_mapping({**MINIMAL, "target": {"path": "/lake", "small_merge_writer": "delta-rs"}})
     # The default goes on with Spark's MERGE, saying so in one line.
     auto = config.from_mapping({**MINIMAL, "target": {"path": "/lake"}}).target
     assert "pip install" in auto.why_not_delta_rs()
+    monkeypatch.setattr(builtins, "__import__", imported)
+    # A release of deltalake other than those whose writes were checked: Spark's too, naming the versions.
+    for version in ("1.5.2", "2.0.0"):
+        monkeypatch.setattr(sys.modules["deltalake"], "__version__", version)
+        assert f"deltalake {version} is installed" in auto.why_not_delta_rs()
+    monkeypatch.setattr(deltalake, "__version__", "1.6.9")
+    assert auto.why_not_delta_rs() is None
 
 
 def test_the_default_small_merge_writer_is_delta_rs_where_it_can_be_used(caplog):

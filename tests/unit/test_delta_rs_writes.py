@@ -180,3 +180,30 @@ def test_a_merge_writes_exact_statistics_strings_without_views_and_floats_withou
     d = parquet.schema_arrow.get_field_index("d")
     assert not any("DICTIONARY" in e for e in parquet.metadata.row_group(0).column(d).encodings)
     assert DeltaTable(path).to_pyarrow_table(filters=[("s", ">", "c")]).num_rows == 1
+
+
+def test_a_merge_whose_keys_may_be_in_more_than_max_read_bytes_of_files_is_spark_s(tmp_path):
+    # Setup: a table of ten files, each holding a range of 100 keys; bytes_to_read for keys in one file, in
+    #    three, and beyond every file's range; then DeltaRs with max_read_bytes between one file and three.
+    # Expect: the bytes of exactly the files whose key bounds hold a key (none for keys past the end); the
+    #    merge touching one file is delta-rs's, the one touching three is refused (False: Spark's), and the
+    #    table is unchanged by the refused one.
+    from ticdc_delta.apply.delta_rs_checks import bytes_to_read
+
+    schema = TableSchema(TableName("db", "ranges"), (Column("k", "BIGINT"), Column("v", "STRING")), ("k",))
+    path = str(tmp_path / "ranges")
+    for first in range(0, 1000, 100):
+        write_deltalake(path, pa.table({"k": pa.array(range(first, first + 100), pa.int64()),
+                                        "v": [f"value {k:>40}" for k in range(first, first + 100)]}), mode="append")
+    files = DeltaTable(path).get_add_actions(flatten=True)
+    sizes = dict(zip(files.column("min.k").to_pylist(), files.column("size_bytes").to_pylist(), strict=True))
+    assert bytes_to_read(schema, files, [(5, "x", False), (50, "y", True)]) == sizes[0]
+    assert bytes_to_read(schema, files, [(150, "x", False), (450, "x", False), (999, "x", False)]) == (
+        sizes[100] + sizes[400] + sizes[900])
+    assert bytes_to_read(schema, files, [(1000, "x", False), (5000, "x", False)]) == 0
+    guarded = DeltaRs(max_read_bytes=max(sizes.values()) * 2)
+    three = [(150, "x", False), (450, "x", False), (999, "x", False)]
+    assert not guarded.merge(path, schema, three, CommitTags({"appliedThrough": 1}, ("test", 1)))
+    assert _held(path)[150] == (150, f"value {150:>40}")
+    assert guarded.merge(path, schema, [(5, "x", False), (50, "y", True)], CommitTags({"appliedThrough": 2}, ("test", 2)))
+    assert _held(path)[5] == (5, "x") and 50 not in _held(path)
