@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from ticdc_delta.apply.delta_rs import unavailable as delta_rs_unavailable
 from ticdc_delta.apply.delta_rs import local_path
+from ticdc_delta.apply.delta_rs import unavailable as delta_rs_unavailable
 from ticdc_delta.apply.history import HistoryChoice
 from ticdc_delta.apply.table_features import COMPATIBLE
 from ticdc_delta.apply.table_features import SETTINGS as TABLE_FEATURE_SETTINGS
