@@ -20,6 +20,7 @@ from ticdc_delta.apply.history import HistoryChoice
 from ticdc_delta.apply.table_features import COMPATIBLE
 from ticdc_delta.apply.table_features import SETTINGS as TABLE_FEATURE_SETTINGS
 from ticdc_delta.exceptions import ConfigError
+from ticdc_delta.jobs import config_references
 from ticdc_delta.schema_cache.options import ProtocolOptions, require_bool, require_choice, require_positive
 from ticdc_delta.schema_cache.protocols import protocol_options
 from ticdc_delta.schema_cache.simple.options import SimpleOptions
@@ -309,6 +310,8 @@ class Config:
     # How TiDB types without one obvious Spark type land (schema_cache.types).
     types: TypeOptions = TypeOptions()
     history: HistoryConfig = HistoryConfig()
+    # {dotted key: environment variable} of each value the file gave as `{ env = "NAME" }` (jobs.config_references)
+    references: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.types.json == "variant" and self.target.table_features == COMPATIBLE:
@@ -355,7 +358,7 @@ class Config:
             for key in ("basic_auth_user_info", "ssl_key_password"):
                 registry[key] = "***" if registry[key] else ""
             described["registry"] = registry
-        return described
+        return config_references.shown(described, self.references)
 
 
 def _redacted(values: Mapping[str, str]) -> dict[str, str]:
@@ -422,7 +425,9 @@ def _protocol(values: Mapping[str, Any]) -> ProtocolOptions:
 
 
 def from_mapping(values: Mapping[str, Any]) -> Config:
-    """Build a Config from nested mappings (a parsed TOML document)."""
+    """Build a Config from nested mappings (a parsed TOML document); `{ env = "NAME" }` values are read from
+    the environment here."""
+    values, references = config_references.resolve(values)
     unknown = sorted(set(values) - set(_SECTIONS))
     if unknown:
         raise ConfigError(f"{unknown[0]}: unknown section; allowed: {', '.join(_SECTIONS)}")
@@ -431,7 +436,7 @@ def from_mapping(values: Mapping[str, Any]) -> Config:
             raise ConfigError(f"{name}: section is required")
     sections = {name: _section(name, section) for name, section in values.items() if _SECTIONS[name] is not None}
     sections.pop("registry", None)
-    return Config(**sections, protocol=_protocol(values))
+    return Config(**sections, protocol=_protocol(values), references=references)
 
 
 def load(path: str | None, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Config:

@@ -1,5 +1,9 @@
 """The job through a SASL_SSL (SCRAM) listener and a registry over https with basic auth, as a real process.
 
+The run that reads the stream takes both passwords from environment variables (`{ env = "NAME" }` in its
+file, as a Databricks secret scope or a Kubernetes secret would give them); the refused runs write them in
+the file.
+
 A broker of its own (testbed.local_kafka with a SASL_SSL listener, certificates from a throwaway CA made
 with openssl) and the registry emulator serving https. The job runs as `python -m ticdc_delta.jobs.cli --log-level
 DEBUG run` with librdkafka's debug logging on too, so that every line the process writes can be scanned
@@ -52,6 +56,8 @@ SECRETS = (
     base64.b64encode(f"{SASL_USER}:{SASL_PASSWORD}".encode()).decode(),
 )
 REFUSED = 7  # jobs/cli.py: Kafka or the registry refused the job's credentials
+# The variables the referencing run's environment holds the secrets in.
+BY_REFERENCE = {"TEST_SASL_PASSWORD": SASL_PASSWORD, "TEST_REGISTRY_USER_INFO": f"{REGISTRY_USER}:{REGISTRY_PASSWORD}"}
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +100,10 @@ def feed(secure_kafka, secure_registry, ca):
 
 
 def _job_config(tmp_path: Path, kafka, registry, ca, feed, *, sasl_password=SASL_PASSWORD,
-                registry_password=REGISTRY_PASSWORD, group="secure") -> Path:
+                registry_password=REGISTRY_PASSWORD, group="secure", by_reference=False) -> Path:
+    registry_user_info = f"{REGISTRY_USER}:{registry_password}"
+    if by_reference:
+        sasl_password, registry_user_info = ({"env": name} for name in BY_REFERENCE)
     return write_config(tmp_path / f"{group}.toml", {
         "kafka": {"bootstrap_servers": kafka.sasl_ssl_bootstrap_servers, "topics": feed.topics(), "group_id": group},
         "kafka.properties": {
@@ -109,7 +118,7 @@ def _job_config(tmp_path: Path, kafka, registry, ca, feed, *, sasl_password=SASL
         "protocol": {"name": "avro", "enable_tidb_extension": True, "timestamp_zone": "Asia/Tokyo"},
         "registry": {
             "url": registry.url,
-            "basic_auth_user_info": f"{REGISTRY_USER}:{registry_password}",
+            "basic_auth_user_info": registry_user_info,
             "ssl_ca_location": str(ca.certificate),
         },
         "target": {"path": str(tmp_path / "lake")},
@@ -119,7 +128,7 @@ def _job_config(tmp_path: Path, kafka, registry, ca, feed, *, sasl_password=SASL
     })
 
 
-def _run(config: Path, seconds: float = 600) -> tuple[int, str, float]:
+def _run(config: Path, seconds: float = 600, environment: dict | None = None) -> tuple[int, str, float]:
     """`ticdc-delta --log-level DEBUG run`: (exit status, everything it wrote, wall seconds)."""
     started = time.monotonic()
     job = subprocess.Popen(
@@ -128,7 +137,7 @@ def _run(config: Path, seconds: float = 600) -> tuple[int, str, float]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its Spark JVM in its group, killed with it if it hangs
-        env=job_environment(),
+        env={**job_environment(), **(environment or {})},
     )
     try:
         output, _ = job.communicate(timeout=seconds)
@@ -179,17 +188,21 @@ def test_sasl_ssl_and_https_registry_run_leaks_no_secret(spark, secure_kafka, se
     # Setup: the avro stream read through the SASL_SSL listener (SCRAM-SHA-512 over TLS, the broker's
     # certificate checked against the test CA), its schemas from the registry over https with basic auth.
     # Expect: tables equal upstream; neither password in any line the process wrote (DEBUG, and librdkafka's
-    # debug log) nor in any file or Delta value under the target.
-    config = _job_config(tmp_path, secure_kafka, secure_registry, ca, feed)
+    # debug log) nor in any file or Delta value under the target. Both passwords are given by reference
+    # (environment variables): the logged configuration shows the references.
+    config = _job_config(tmp_path, secure_kafka, secure_registry, ca, feed, by_reference=True)
+    assert _leaks(config.read_text()) == []
     requests = len(secure_registry.requests)
 
-    status, output, seconds = _run(config)
+    status, output, seconds = _run(config, environment=BY_REFERENCE)
 
     assert status == 0, output[-5000:]
     print(f"job over SASL_SSL + https registry: {seconds:.1f}s, {len(output.splitlines())} log lines")
     assert not (config.parent / "spark-warehouse").exists()  # nothing left in the folder it was started from
     assert len(secure_registry.requests) > requests  # schemas were read over https
     assert "sasl.password" in output  # the effective configuration was logged (redacted) and scanned
+    assert '"sasl.password": {"env": "TEST_SASL_PASSWORD"}' in output
+    assert '"basic_auth_user_info": {"env": "TEST_REGISTRY_USER_INFO"}' in output
     target = tmp_path / "lake"
     assert_table(spark, str(target), feed, "shop", "customers", CUSTOMERS)
     assert_table(spark, str(target), feed, "shop", "orders", ORDERS)

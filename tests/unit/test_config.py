@@ -64,6 +64,57 @@ def test_every_url_of_a_registry_failover_list_is_redacted():
     assert described == "https://a:***@r1:8081,https://b:***@r2:8081, http://r3:8081"
 
 
+def test_secrets_may_be_named_by_environment_variable_and_are_logged_as_the_reference(tmp_path, monkeypatch):
+    # Setup: the SASL password, the registry's credentials and its key password, and a Spark setting, each
+    # given as { env = "NAME" }; the variables set in the environment.
+    # Expect: the values are the variables' text; the described configuration shows each reference, no value.
+    monkeypatch.setenv("T_SASL_PASSWORD", "sasl-Pw-91")
+    monkeypatch.setenv("T_REGISTRY_AUTH", "reader:reg-Pw-17")
+    monkeypatch.setenv("T_KEY_PASSWORD", "key-Pw-33")
+    monkeypatch.setenv("T_S3_SECRET", "s3-Pw-55")
+    monkeypatch.setenv("T_GROUP", "from-env")
+    path = write(tmp_path, """
+[kafka]
+topics = ["cdc"]
+group_id = { env = "T_GROUP" }
+[kafka.properties]
+"sasl.password" = { env = "T_SASL_PASSWORD" }
+[target]
+path = "/lake"
+[protocol]
+name = "avro"
+[registry]
+url = "https://registry:8081"
+basic_auth_user_info = { env = "T_REGISTRY_AUTH" }
+ssl_key_password = { env = "T_KEY_PASSWORD" }
+[spark.conf]
+"spark.hadoop.fs.s3a.secret.key" = { env = "T_S3_SECRET" }
+""")
+    loaded = config.load(path)
+    assert loaded.kafka.properties["sasl.password"] == "sasl-Pw-91"
+    assert loaded.kafka.group_id == "from-env"
+    assert loaded.registry.basic_auth_user_info == "reader:reg-Pw-17"
+    assert loaded.registry.ssl_key_password == "key-Pw-33"
+    assert loaded.spark.conf["spark.hadoop.fs.s3a.secret.key"] == "s3-Pw-55"
+    described = loaded.describe()
+    assert described["kafka"]["properties"]["sasl.password"] == {"env": "T_SASL_PASSWORD"}
+    assert described["kafka"]["group_id"] == {"env": "T_GROUP"}
+    assert described["registry"]["basic_auth_user_info"] == {"env": "T_REGISTRY_AUTH"}
+    assert described["registry"]["ssl_key_password"] == {"env": "T_KEY_PASSWORD"}
+    assert described["spark"]["conf"]["spark.hadoop.fs.s3a.secret.key"] == {"env": "T_S3_SECRET"}
+    for value in ("sasl-Pw-91", "reg-Pw-17", "key-Pw-33", "s3-Pw-55"):
+        assert value not in repr(described)
+
+
+def test_an_unset_variable_is_a_configuration_error_naming_it(monkeypatch):
+    monkeypatch.delenv("T_UNSET_PASSWORD", raising=False)
+    values = {**MINIMAL, "kafka": {"topics": ["cdc"], "properties": {"sasl.password": {"env": "T_UNSET_PASSWORD"}}}}
+    with pytest.raises(ConfigError, match=r"kafka\.properties\.sasl\.password: environment variable T_UNSET_PASSWORD is not set"):
+        config.from_mapping(values)
+    with pytest.raises(ConfigError, match="the name of an environment variable is required"):
+        config.from_mapping({**MINIMAL, "target": {"path": {"env": ""}}})
+
+
 def test_comma_separated_topics_from_the_command_line():
     loaded = config.load(None, {**MINIMAL, "kafka": {"topics": "a,b"}})
     assert loaded.kafka.topics == ("a", "b")

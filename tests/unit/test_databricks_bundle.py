@@ -25,8 +25,10 @@ TOP_LEVEL_KEYS = {
     "bundle", "include", "variables", "workspace", "artifacts", "sync", "resources",
     "targets", "permissions", "run_as", "presets", "experimental", "scripts", "python",
 }
-# Databricks runtimes (LTS and current) whose Spark the product supports: 3.5 and 4.x.
-SUPPORTED_RUNTIMES = re.compile(r"^(1[5-6]\.\d+|1[7-9]\.\d+)\.x-(cpu-ml-)?scala2\.1[23]$")
+# A runtime's spark_version: <major>.<minor>.x-[cpu-ml-]scala2.1x
+RUNTIME = re.compile(r"^(?P<release>\d+\.\d+)\.x-(cpu-ml-)?scala2\.1[23]$")
+# docs/running.md's table of runtimes: | 16.4 LTS | Python 3.12 | Spark 3.5 | Delta 3.3 | what CI runs |
+RUNTIME_ROW = re.compile(r"^ *\| (?P<release>\d+\.\d+) LTS \|(?P<rest>.*)$", re.M)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +68,17 @@ def test_every_job_is_valid_for_databricks_own_bundle_model(bundle):
         assert parsed.as_dict()["tasks"], name
 
 
-def test_the_job_runs_the_wheels_console_script_with_a_shipped_config(bundle, setup_cfg):
+def _cluster_environment(bundle: dict) -> dict[str, str]:
+    variables = {}
+    for job in bundle["resources"]["jobs"].values():
+        for cluster in job["job_clusters"]:
+            variables.update(cluster["new_cluster"].get("spark_env_vars", {}))
+    return variables
+
+
+def test_the_job_runs_the_wheels_console_script_with_a_shipped_config(bundle, setup_cfg, monkeypatch):
+    for name in _cluster_environment(bundle):
+        monkeypatch.setenv(name, "placeholder")
     console_scripts = dict(
         line.split("=", 1) for line in setup_cfg["options.entry_points"]["console_scripts"].strip().splitlines()
     )
@@ -97,13 +109,46 @@ def test_the_wheel_is_built_from_setup_cfg_and_is_the_only_library(bundle):
             assert not re.search(r"pyspark|delta-spark|io\.delta", package)
 
 
+def test_the_shipped_config_names_its_secrets_and_the_cluster_sets_them_from_a_secret_scope(bundle, monkeypatch):
+    # Setup: job.toml as the bundle uploads it; the cluster's environment variables.
+    # Expect: every { env = "NAME" } of the file is a variable the cluster sets from a secret scope
+    # ({{secrets/<scope>/<key>}}, resolved by Databricks at cluster start), no secret-looking key of the file
+    # holds a value, and the logged configuration shows the reference.
+    environment = _cluster_environment(bundle)
+    for value in environment.values():
+        assert re.fullmatch(r"\{\{secrets/[^/{}]+/[^/{}]+\}\}", _resolve(value, bundle)), value
+    text = (BUNDLE_DIR / "job.toml").read_text()
+    settings = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    referenced = set(re.findall(r'\{ env = "(\w+)" \}', settings))
+    assert referenced and referenced <= set(environment)
+    for line in text.splitlines():
+        key = line.split("=", 1)[0].lower()
+        if "=" in line and not line.lstrip().startswith("#") and re.search(r"password|secret|user_info|token", key):
+            assert "{ env =" in line, line
+    for name in referenced:
+        monkeypatch.setenv(name, "the-secret-value")
+    described = repr(config_module.load(str(BUNDLE_DIR / "job.toml")).describe())
+    assert "the-secret-value" not in described and all(f"'env': '{name}'" in described for name in referenced)
+
+
+def test_the_default_runtime_is_one_ci_runs_and_the_docs_map_every_runtime(bundle):
+    # docs/running.md lists each Databricks runtime with the Python/Spark/Delta pair it maps to and whether CI
+    # runs that pair end to end; the bundle's default must be one it runs (supported = what CI runs).
+    rows = {m["release"]: m["rest"] for m in RUNTIME_ROW.finditer((ROOT / "docs" / "running.md").read_text())}
+    default = RUNTIME.match(_resolve("${var.spark_version}", bundle))
+    assert default and default["release"] in rows, (default, sorted(rows))
+    assert "CI runs" in rows[default["release"]] and "not run" not in rows[default["release"]]
+    # The pair CI runs for that runtime: tests/installed.py's Python 3.12 with Spark 3.5 (the oldest pair's).
+    assert "Python 3.12" in rows[default["release"]] and "Spark 3.5" in rows[default["release"]]
+
+
 def test_the_cluster_runs_a_supported_runtime_on_one_node(bundle):
     for job in bundle["resources"]["jobs"].values():
         assert job["max_concurrent_runs"] == 1
         assert len(job["schedule"]["quartz_cron_expression"].split()) >= 6 or "${var." in job["schedule"]["quartz_cron_expression"]
         for cluster in job["job_clusters"]:
             spec = cluster["new_cluster"]
-            assert SUPPORTED_RUNTIMES.match(_resolve(spec["spark_version"], bundle))
+            assert RUNTIME.match(_resolve(spec["spark_version"], bundle))
             assert spec["num_workers"] == 0 and spec["spark_conf"]["spark.databricks.cluster.profile"] == "singleNode"
     assert len(_resolve("${var.schedule}", bundle).split()) == 6
 
