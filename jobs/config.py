@@ -310,8 +310,8 @@ class Config:
     # How TiDB types without one obvious Spark type land (schema_cache.types).
     types: TypeOptions = TypeOptions()
     history: HistoryConfig = HistoryConfig()
-    # {dotted key: environment variable} of each value the file gave as `{ env = "NAME" }` (jobs.config_references)
-    references: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # {key path: environment variable} of each value the file gave as `{ env = "NAME" }` (jobs.config_references)
+    references: Mapping[tuple[str, ...], str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.types.json == "variant" and self.target.table_features == COMPATIBLE:

@@ -10,6 +10,7 @@ the value.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -30,55 +31,41 @@ def reference_name(value: object) -> str | None:
 
 
 def resolve(values: Mapping[str, Any], environ: Mapping[str, str] | None = None
-            ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The document with each reference replaced by its variable's text, and {dotted key: variable name} of
-    each one replaced. An unset variable is a ConfigError naming the key and the variable."""
+            ) -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
+    """The document with each reference replaced by its variable's text, and {key path: variable name} of each
+    one replaced. An unset variable is a ConfigError naming the key and the variable."""
     environ = os.environ if environ is None else environ
-    references: dict[str, str] = {}
+    references: dict[tuple[str, ...], str] = {}
 
-    def walk(node: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    def walk(node: Mapping[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
         resolved = {}
         for key, value in node.items():
-            dotted = f"{prefix}.{key}" if prefix else str(key)
-            name = reference_name(value) if prefix else None  # (a whole section is never one value)
+            at = (*path, key)
+            name = reference_name(value) if path else None  # (a whole section is never one value)
             if name is not None:
                 if name not in environ:
                     raise ConfigError(
-                        f"{dotted}: environment variable {name} is not set; set it in the job's environment "
+                        f"{'.'.join(at)}: environment variable {name} is not set; set it in the job's environment "
                         "(or give the value in the file)")
                 resolved[key] = environ[name]
-                references[dotted] = name
+                references[at] = name
             elif isinstance(value, Mapping):
-                resolved[key] = walk(value, dotted)
+                resolved[key] = walk(value, at)
             else:
                 resolved[key] = value
         return resolved
 
-    return walk(values, ""), references
+    return walk(values, ()), references
 
 
-def shown(described: Mapping[str, Any], references: Mapping[str, str]) -> dict[str, Any]:
-    """The described configuration with each value that came from a variable shown as its reference."""
-    result = _copy(described)
-    for dotted, name in references.items():
-        node, parts = result, dotted.split(".")
-        # Keys may hold dots themselves (librdkafka's `sasl.password`): match the longest key at each level.
-        while parts:
-            for take in range(len(parts), 0, -1):
-                key = ".".join(parts[:take])
-                if isinstance(node, dict) and key in node:
-                    if take == len(parts):
-                        node[key] = {REFERENCE_KEY: name}
-                        parts = []
-                    else:
-                        node, parts = node[key], parts[take:]
-                    break
-            else:
-                break  # (a key the description leaves out: nothing to show)
+def shown(described: Mapping[str, Any], references: Mapping[tuple[str, ...], str]) -> dict[str, Any]:
+    """The described configuration (nested as the file is) with each value that came from a variable shown as
+    its reference."""
+    result = copy.deepcopy(dict(described))
+    for path, name in references.items():
+        node = result
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and path[-1] in node:  # (a key the description leaves out: nothing to show)
+            node[path[-1]] = {REFERENCE_KEY: name}
     return result
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _copy(v) for k, v in value.items()}
-    return value
