@@ -57,9 +57,10 @@ from ticdc_delta.schema_cache.events import TableSchema
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ROWS = 10_000
-# delta-rs reads every file whose key bounds the changes' keys fall within, on one core; Spark's MERGE reads the
-# whole table on every core, for about a second of fixed cost. Past this much to read, Spark's is the quicker
-# (benchmarks/bench.py, table-size: docs/performance.md).
+# delta-rs reads every file whose key bounds the changes' keys fall within, on one core of the driver; Spark's
+# MERGE spreads its reads over the executors, for about a second of fixed cost. Measured up to 144 MiB (a 10^7-row
+# table), delta-rs took 0.02x-0.05x Spark's time, both growing with the bytes read (benchmarks/bench.py,
+# table-size: docs/performance.md); the bound keeps delta-rs within twice the largest size measured.
 DEFAULT_MAX_READ_BYTES = 256 * 2**20
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _NEEDS_SPARK = frozenset({"VARIANT"})

@@ -267,7 +267,7 @@ class SqlSession:
             if guarded:
                 self.check_write(what or "a write")
             try:
-                with self._lock, self._tagged(tags):
+                with self._lock, self._tagged(tags), self._described(what):
                     return execute()
             except Exception as err:
                 if not is_commit_conflict(err) or not retry_conflicts:
@@ -311,6 +311,25 @@ class SqlSession:
                         self.spark.conf.unset(key)
                     else:
                         self.spark.conf.set(key, value)
+
+    @contextmanager
+    def _described(self, what: str) -> Iterator[None]:
+        """The Spark jobs of the block named `ticdc-delta: <what>` in the Spark UI and the event log (the
+        job description, a property of this thread), instead of their call site in the product's code."""
+        try:
+            context = self.spark.sparkContext if what else None
+            if context is not None:
+                context.setJobDescription(f"ticdc-delta: {what}")
+        except Exception as err:  # noqa: BLE001 - (Spark Connect has no SparkContext: its UI names the call site)
+            log.debug("Spark jobs not described: %s", err)
+            context = None
+        if context is None:
+            yield
+            return
+        try:
+            yield
+        finally:
+            context.setLocalProperty("spark.job.description", None)
 
     @contextmanager
     def _tagged(self, tags: CommitTags | None) -> Iterator[None]:

@@ -37,6 +37,8 @@ of medians in brackets). The load average is printed with each section. Sections
   backlog per minute (`benchmarks/freshness.py`).
 - short-runs: whole short runs of the job, its defaults against other settings, alternating
   (`benchmarks/short_runs.py`).
+- cluster: the Spark engine by spark-submit on a standalone cluster of one-core workers (each a JVM) against
+  local[2], the same stream; then a worker killed in the middle of a batch (`benchmarks/cluster.py`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -64,13 +67,13 @@ os.environ.setdefault("TICDC_DELTA_CACHE", str(ROOT / ".cache"))
 import fastavro  # noqa: E402
 import orjson  # noqa: E402
 
-from benchmarks import freshness, merge_anatomy, short_runs, streams, tables  # noqa: E402
+from benchmarks import cluster, freshness, merge_anatomy, short_runs, streams, tables  # noqa: E402
 from benchmarks.measure import descendants, load, rss_kib, section  # noqa: E402
 from ticdc_delta.schema_cache.events import RawMessage  # noqa: E402
 
 ENGINE_PARTITIONS = 4  # an even share per core of the 2-core machine
 SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "merge-anatomy", "memory", "engines", "snapshot",
-            "history", "tables", "freshness", "short-runs")
+            "history", "tables", "freshness", "short-runs", "cluster")
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -439,7 +442,7 @@ def bench_writers_by_size(args, lake: Lake) -> None:
     section(f"a 100-row change into tables of {', '.join(f'{n:,}' for n in sizes)} rows ({args.size_files} files "
             "each): Spark's MERGE, delta-rs, the default")
     spark, rng = lake.spark, random.Random(7)
-    columns = tuple(Column(n, t) for n, t in (c.strip().split(" ") for c in streams.SPARK_SCHEMA.split(",")))
+    columns = tuple(Column(*c.strip().split(" ", 1)) for c in re.split(r",(?![^()]*\))", streams.SPARK_SCHEMA))
     table = TableName("bench", "sized")
     schema = TableSchema(table, columns, ("id",))
     at, ts = dt.datetime(2026, 2, 1), dt.datetime(2026, 2, 1, tzinfo=dt.timezone.utc)
@@ -448,7 +451,7 @@ def bench_writers_by_size(args, lake: Lake) -> None:
     def row(key: int, i: int) -> tuple:
         return (key, f"changed-{i}", Decimal("1.00"), i, at, ts, "n")
 
-    print(f"  {'rows':>12} {'layout':<9} {'MiB':>6} {'Spark':>22} {'delta-rs':>22} {'default':>22}  default chose")
+    print(f"  {'rows':>12} {'layout':<9} {'MiB':>6} {'Spark':>29} {'delta-rs':>29} {'default':>29}  default chose")
     def one(size: int, layout: str) -> None:
         root = lake.path(f"sized-{size}-{layout}")
         sql = SqlSession(spark)
@@ -800,6 +803,7 @@ def main() -> int:
     parser.add_argument("--size-files", type=int, default=200, help="table-size: data files per table of those")
     merge_anatomy.add_arguments(parser)
     tables.add_arguments(parser)
+    cluster.add_arguments(parser)
     freshness.add_arguments(parser)
     short_runs.add_arguments(parser)
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
@@ -824,13 +828,13 @@ def main() -> int:
 
     use_resolvable_kafka_source()
     with tempfile.TemporaryDirectory(prefix="ticdc-bench-") as work:
-        lake = Lake(Path(work), packages=(kafka_source_package(),) if {"handwritten", "engines", "tables", "freshness"} & set(only) else ())
+        lake = Lake(Path(work), packages=(kafka_source_package(),) if {"handwritten", "engines", "tables", "freshness", "cluster"} & set(only) else ())
         try:
             for name in spark_sections:
                 {"e2e": bench_e2e, "handwritten": bench_handwritten, "table-size": bench_table_size, "features": bench_features,
                  "merge-anatomy": merge_anatomy.bench_merge_anatomy,
                  "memory": bench_memory, "engines": bench_engines, "snapshot": bench_snapshot,
-                 "history": bench_history, "tables": tables.bench_tables,
+                 "history": bench_history, "tables": tables.bench_tables, "cluster": cluster.bench_cluster,
                  "freshness": freshness.bench_freshness, "short-runs": short_runs.bench_short_runs}[name](args, lake)
         finally:
             lake.close()

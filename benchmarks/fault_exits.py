@@ -5,7 +5,8 @@ calls it) applies a small stream into a fresh local target with the default writ
 MERGEs (each path checks its target holds delta-rs commits), then ends by one path:
 
 - done: the stream drained, until idle: 0;
-- bad-message: an undecodable message after the stream, `policy.on_bad_message = "fail"`: 3;
+- bad-message: `--continuous`, an undecodable message published once delta-rs has committed,
+  `policy.on_bad_message = "fail"`: 3;
 - sigterm: `--continuous`, SIGTERM once delta-rs has committed: 0 (the batch finishes, then the job stops);
 - kafka-gone: `--continuous`, the broker paused (SIGSTOP) once delta-rs has committed, longer than
   `kafka.unreachable_timeout_seconds`: 6;
@@ -90,20 +91,24 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _one(path: str, venv: Path, launcher: str, broker, topic: str, work: Path) -> tuple[int, str, int]:
+def _one(path: str, venv: Path, launcher: str, broker, topic: str, messages: list, work: Path) -> tuple[int, str, int]:
     """One run of an exit path: (its status, the end of its log, delta-rs commits in its target)."""
+    from testbed.changefeed import Message
+    from tests.support import publish
+
     folder = work / f"{path}-{uuid.uuid4().hex[:8]}"
     folder.mkdir()
     target = folder / "lake"
     log = folder / "job.log"
     extra, run_args, path_of_target = "", ["run"], str(target)
-    if path == "bad-message":
+    if path == "bad-message":  # (a topic of its own: the bad message comes once delta-rs has committed)
         extra = '[policy]\non_bad_message = "fail"\n'
-        topic = f"{topic}-bad"
+        topic = f"{topic}-bad-{folder.name}"
+        publish(broker, topic, messages)
     if path == "storage":
         (folder / "a-file").write_text("not a folder")
         path_of_target = str(folder / "a-file" / "lake")
-    continuous = path in ("sigterm", "kafka-gone", "spark-gone")
+    continuous = path in ("bad-message", "sigterm", "kafka-gone", "spark-gone")
     config = _config(folder, broker.bootstrap_servers, topic, path=path_of_target,
                      continuous_timeout=20.0 if path == "kafka-gone" else None, extra=extra)
     if path == "configuration":
@@ -118,7 +123,9 @@ def _one(path: str, venv: Path, launcher: str, broker, topic: str, work: Path) -
                 while _delta_rs_commits(target) == 0 and job.poll() is None and time.monotonic() < deadline:
                     time.sleep(0.5)
                 if job.poll() is None:
-                    if path == "sigterm":
+                    if path == "bad-message":
+                        publish(broker, topic, [Message(0, b"\xff not a TiCDC message", "bad")])
+                    elif path == "sigterm":
                         job.send_signal(signal.SIGTERM)
                     elif path == "spark-gone":
                         for pid in _descendants(job.pid):
@@ -138,7 +145,6 @@ def _one(path: str, venv: Path, launcher: str, broker, topic: str, work: Path) -
 
 
 def run(args) -> bool:
-    from testbed.changefeed import Message
     from testbed.demo import demo_changefeed
     from testbed.local_kafka import LocalKafka
     from tests.support import publish
@@ -154,7 +160,6 @@ def run(args) -> bool:
         topic = "exits"
         messages = demo_changefeed(seed=args.seed % 1000, changes=150).messages
         publish(broker, topic, messages)
-        publish(broker, f"{topic}-bad", [*messages, Message(0, b"\xff not a TiCDC message", "bad")])
         for pair in pairs:
             venv = PAIRS[pair]
             for path in paths:
@@ -162,7 +167,7 @@ def run(args) -> bool:
                 unused = 0
                 began = time.monotonic()
                 for _ in range(args.exit_repeats):
-                    status, tail, commits = _one(path, venv, args.exit_launcher, broker, topic, work)
+                    status, tail, commits = _one(path, venv, args.exit_launcher, broker, topic, messages, work)
                     seen[status] += 1
                     if PATHS[path] not in (2, 9) and commits == 0:
                         unused += 1

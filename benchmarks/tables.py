@@ -88,9 +88,11 @@ def _toml(value: object) -> str:
 
 
 def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency: int, work: Path,
-            *flags: str, settings: dict | None = None) -> dict:
+            *flags: str, settings: dict | None = None, launcher: list[str] | None = None,
+            env: dict[str, str] | None = None) -> dict:
     """`ticdc-delta run` (with `flags`, and `settings` in its [run] section) as a process: wall seconds, peak MiB
-    of its process tree, what its log says."""
+    of its process tree, what its log says. `launcher`: the command before `run` (spark-submit and its primary
+    resource; by default this Python's `-m ticdc_delta.jobs.cli`), `env` its environment."""
     run = {"engine": engine, "batch_max_messages": 10_000_000, "batch_max_seconds": 600,
            "apply_concurrency": concurrency, **(settings or {})}
     config = job_config(lake, topic, group, target, work, **run)
@@ -99,8 +101,9 @@ def job_run(lake, topic: str, group: str, target: Path, engine: str, concurrency
     began = time.perf_counter()
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "ticdc_delta.jobs.cli", "run", "--config", str(config), "--until-idle", *flags],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            [*(launcher or [sys.executable, "-m", "ticdc_delta.jobs.cli"]), "run", "--config", str(config), "--until-idle",
+             *flags],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env or {**os.environ, "PYTHONPATH": str(ROOT)},
         )
         peak = 0
         while process.poll() is None:

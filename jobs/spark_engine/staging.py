@@ -158,7 +158,7 @@ class StagingTable:
             (columns.write.format("delta").mode("overwrite").option("replaceWhere", predicate)
              .option("mergeSchema", "false").saveAsTable(target))
 
-        self._sql.run(write, what=f"stage into {self._name}")
+        self._sql.run(write, what=f"decode {len(ranges)} partitions' messages on the executors into {self._name}")
 
     def stage_events(self, events: Iterable, ranges: Mapping[TopicPartition, tuple[int, int]]) -> None:
         """Stage a batch the driver decoded, as `stage` does the executors' records: those of `ranges` replace

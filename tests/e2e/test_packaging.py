@@ -16,11 +16,12 @@ import pytest
 from testbed.demo import demo_changefeed
 from testbed.ports import free_port
 from testbed.processes import short_lived_jvm, wheel_task_command
+from testbed.spark_cluster import StandaloneCluster, spark_home, task_ends
 from tests.installed import virtualenv
 from tests.support import assert_table, publish
 from tests.workloads import DEMO_TABLE_DDLS
 from ticdc_delta.jobs.paths import cache_dir
-from ticdc_delta.jobs.session import delta_package, share_ivy_cache
+from ticdc_delta.jobs.session import delta_package, kafka_source_package, share_ivy_cache
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs("the wheel as each supported Python builds and installs it")]
 
@@ -110,51 +111,65 @@ def test_the_wheel_task_call_pattern_ends_the_process_with_each_documented_statu
 
 @pytest.mark.process
 @pytest.mark.one_pair(
-    "spark-submit's own JVM and Ivy resolution; on the oldest pair: Spark 3.5 driven by Python 3.12 is Databricks "
+    "a cluster of JVMs and spark-submit's own; on the oldest pair: Spark 3.5 driven by Python 3.12 is Databricks "
     "Runtime 16.x, and the newest runs the same job code in every other end-to-end test",
     pair="oldest",
 )
-def test_spark_submit_runs_the_job_on_python_3_12(runtime_python, spark, kafka, tmp_path, unique):
-    """The driver engine since 2026-11-28 (CI time: the Spark engine's cold run here took 150 s of the oldest
-    side, its batch alone 58 s for 206 messages): that engine's job process is tests/e2e/test_spark_engine.py's
-    (Python 3.10), its executors' Python code the same as the driver's decoders that run here on Python 3.12."""
-    # Setup: the demo stream on the local broker; a TOML config (the driver engine, the default); Spark (3.5
-    # on the oldest pair) from the test environment with Delta as --packages; the product, pyarrow and pandas
-    # in a Python 3.12 without pyspark (spark-submit brings its own), as on Databricks Runtime 16.x. Python
-    # 3.12 has no distutils, which pyspark 3.5 imports: setuptools provides it there.
-    # Expect: spark-submit exits 0; the Delta tables equal the upstream model; no Spark INFO line per Spark
-    # job and none of the lines a local session's logging leaves out (Spark 3.5's plan truncation) in the
-    # output. (The Kafka source's warning per fetch, Spark 3.5's KAFKA-1894, quieted by the same logger levels,
-    # comes from the Spark engine only: not read here since that engine left this test.)
+def test_spark_submit_to_a_standalone_cluster_decodes_on_executors_of_other_jvms(runtime_python, spark, kafka, tmp_path,
+                                                                                  unique):
+    """On a cluster, not local mode: the job's Python code reaches executors in JVMs of their own (replaced the
+    local[2] spark-submit test of the driver engine, 81 s of the oldest side's CI time)."""
+    # Setup: the demo stream on the local broker; a standalone master and two one-core workers, each a JVM
+    # started from pyspark's spark-class (testbed.spark_cluster); the product, pyarrow and pandas in a
+    # Python 3.12 without pyspark (spark-submit brings its own), as on Databricks Runtime 16.x, given to
+    # the driver and the executors (`spark.pyspark.python`: every node has it at that path, as a cluster
+    # image or a bootstrap script would install it). spark-submit in client mode with Delta and the Kafka
+    # source as --packages, the Spark engine decoding every message on the executors, the event log on.
+    # Expect: spark-submit exits 0; the Delta tables equal the upstream model; the decoding Spark job is
+    # described by its name ("ticdc-delta: decode ...") and its tasks ran on the workers' executors only,
+    # never in the driver's JVM; no Spark INFO line per Spark job in the output.
     feed = demo_changefeed(seed=11, changes=80)
-    topic, target = f"submit-{unique}", tmp_path / "lake"
+    topic, target, events = f"submit-{unique}", tmp_path / "lake", tmp_path / "events"
     publish(kafka, topic, feed.messages)
     config = tmp_path / "job.toml"
     config.write_text(
         f'[kafka]\nbootstrap_servers = "{kafka.bootstrap_servers}"\ntopics = ["{topic}"]\ngroup_id = "g-{unique}"\n'
-        f'[target]\npath = "{target}"\n'
+        f'[target]\npath = "{target}"\n[run]\nengine = "spark"\ndriver_decode_max_messages = 0\n'
     )
-    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    events.mkdir()
     ivy = cache_dir() / "ivy" / f"spark-submit-{pyspark.__version__}"
     share_ivy_cache(ivy)  # what the local sessions fetched: resolved without a round trip (CI time)
-    command = [
-        str(spark_submit),
-        "--master", "local[2]",
-        "--packages", delta_package(),
-        "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
-        "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        # cached across runs (the example in docs/running.md leaves Ivy at its defaults)
-        "--conf", f"spark.jars.ivy={ivy}",
-        "--conf", "spark.ui.enabled=false",
-        _installed_spark_submit_file(runtime_python),
-        "run", "--config", str(config), "--until-idle",
-    ]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
     env = short_lived_jvm({**env, "PYSPARK_PYTHON": str(runtime_python), "PYSPARK_DRIVER_PYTHON": str(runtime_python)})
-    run = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    with StandaloneCluster(tmp_path / "cluster", workers=2) as cluster:
+        command = [
+            str(spark_home() / "bin" / "spark-submit"),
+            "--master", cluster.url,
+            "--packages", f"{delta_package()},{kafka_source_package()}",
+            "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
+            "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            "--conf", f"spark.pyspark.python={runtime_python}",
+            "--conf", "spark.executor.memory=1g",
+            # (the executors' JVMs live a minute: the quick compiler, as the job processes' JVMs)
+            "--conf", f"spark.executor.extraJavaOptions={env['JAVA_TOOL_OPTIONS']}",
+            "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}",
+            # (one plain JSON-lines file per application: Spark 4 rolls and compresses them by default)
+            "--conf", "spark.eventLog.rolling.enabled=false", "--conf", "spark.eventLog.compress=false",
+            # cached across runs (the example in docs/running.md leaves Ivy at its defaults)
+            "--conf", f"spark.jars.ivy={ivy}",
+            "--conf", "spark.ui.enabled=false",
+            _installed_spark_submit_file(runtime_python),
+            "run", "--config", str(config), "--until-idle",
+        ]
+        run = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
 
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-4000:]
+    ends = task_ends(events)
+    decoding = [end for end in ends if end["description"].startswith("ticdc-delta: decode")]
+    assert decoding, sorted({end["description"] for end in ends})
+    assert {end["executor"] for end in decoding} <= {"0", "1"}, decoding  # the workers' executors, not "driver"
+    assert all(end["reason"] == "Success" for end in decoding), decoding
     # Readable: Spark's own INFO lines of each Spark job (spark-submit's default level: a dozen per job,
     # thousands a run) are off once the job has the session; spark-submit's start-up lines are its own.
     per_job = re.findall(r"^.* INFO (?:DAGScheduler|TaskSetManager): .*$", output, re.M)
