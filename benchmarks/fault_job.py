@@ -145,7 +145,7 @@ def install(switch: KillSwitch) -> None:
     if switch.site in ("merge", "after_table_commit", "stage"):
         original_run = SqlSession.run
         moment = "after" if switch.site == "after_table_commit" else "during"
-        prefix = "stage into " if switch.site == "stage" else "merge "
+        prefix = "decode " if switch.site == "stage" else "merge "  # (the staging write: jobs.spark_engine.staging)
 
         def run(self, statement, tags=None, *, what=""):
             if what.startswith(prefix):

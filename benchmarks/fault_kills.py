@@ -49,6 +49,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kills-per-run", type=int, default=5, help="kills before a run's final restart")
     parser.add_argument("--kill-protocols", default=",".join(PROTOCOLS), help=f"comma-separated: {', '.join(PROTOCOLS)}")
     parser.add_argument("--kill-workdir", type=Path, default=None, help="where targets and logs go (default: a temp dir)")
+    parser.add_argument("--kill-sites", default="", help="comma-separated: kill only at these sites (default: the "
+                        "DDL sites first, then any at random)")
     parser.add_argument("--kill-small-merge-writer", choices=("auto", "spark", "delta-rs"), default="auto",
                         help="the jobs' target.small_merge_writer (the product's default: auto)")
 
@@ -385,7 +387,8 @@ def _start_job(arguments: list[str], log: Path) -> int:
 
 
 def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, rng: random.Random, baseline, spark,
-             *, planned: Sequence[KillPlan] = (), reference: str | Path | None = None) -> RunOutcome:
+             *, planned: Sequence[KillPlan] = (), reference: str | Path | None = None,
+             sites: Sequence[str] = ()) -> RunOutcome:
     """Kill the job up to `kills_wanted` times (the i-th as `planned[i]` says, where given; else at a random
     point), restart it without a kill switch (in this process: `_final_run`), check the target (and its history
     tables against those of `reference`, an uninterrupted run's target, where given)."""
@@ -397,7 +400,8 @@ def kill_run(scene: Scenario, sections: dict, workdir: Path, kills_wanted: int, 
     passed: set[str] = set()
     while len(kills) < kills_wanted:
         ahead = [s for s in scene.ddl_sites() if s not in passed]
-        plan = planned[len(kills)] if len(kills) < len(planned) else choose_kill(rng, ahead)
+        plan = planned[len(kills)] if len(kills) < len(planned) else choose_kill(
+            rng, ahead, site=rng.choice(sites) if sites else None)
         before = len(kill_log.read_text().splitlines())
         status = _start_job(["benchmarks.fault_job", *plan.arguments(), "--log", str(kill_log), "--", "run", "--config", str(config)], job_log)
         lines = kill_log.read_text().splitlines()[before:]
@@ -489,7 +493,8 @@ class Targets:
 
 
 def protocol_runs(spark, bootstrap_servers: str, scene: Scenario, workdir: Path, kills: int, kills_per_run: int,
-                  rng: random.Random, batch_messages: int = 40, targets: Targets | None = None) -> list[RunOutcome]:
+                  rng: random.Random, batch_messages: int = 40, targets: Targets | None = None,
+                  sites: Sequence[str] = ()) -> list[RunOutcome]:
     """An uninterrupted run, then kill runs of `scene` until `kills` kills happened (tables under `targets`,
     by default the workdir)."""
     targets = targets or Targets(str(workdir))
@@ -508,9 +513,9 @@ def protocol_runs(spark, bootstrap_servers: str, scene: Scenario, workdir: Path,
         wanted = min(kills_per_run, kills - sum(len(o.kills) for o in outcomes))
         # The first run kills once at each DDL site the stream reaches, in stream order: drawn at random, the
         # backfill (the stream's first DDL) was passed unhit in most runs (on 2026-11-25 in all six).
-        planned = [choose_kill(rng, [], site=site) for site in scene.ddl_sites()] if n == 1 else []
+        planned = [choose_kill(rng, [], site=site) for site in scene.ddl_sites()] if n == 1 and not sites else []
         outcome = kill_run(scene, sections, run_dir, wanted, rng, baseline, spark, planned=planned[:wanted],
-                           reference=base if "history" in scene.settings else None)
+                           reference=base if "history" in scene.settings else None, sites=sites)
         outcomes.append(outcome)
         print(f"  {scene.protocol} run {n}: kills {outcome.kills or 'none'}; "
               f"{'equal' if outcome.equal else 'NOT EQUAL: ' + '; '.join(outcome.problems)} ({outcome.seconds:.0f} s)", flush=True)
@@ -566,7 +571,7 @@ def run(args) -> bool:
             share = args.kills // len(protocols) + (1 if i < args.kills % len(protocols) else 0)
             scene = scenario(protocol, rng, registry.url, history=protocol != "avro")
             outcomes += protocol_runs(spark, broker.bootstrap_servers, scene, workdir, share, args.kills_per_run, rng,
-                                      targets=targets)
+                                      targets=targets, sites=[s.strip() for s in args.kill_sites.split(",") if s.strip()])
     finally:
         if spark is not None:
             spark.stop()

@@ -15,15 +15,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ticdc_delta.apply.changes import UPSERTS, RowChanges, key_signature, offsets_advanced
 from ticdc_delta.apply.merge_source import MergeSource, SourceFrame, SourceRows
 from ticdc_delta.apply.points import AppliedPoint
-from ticdc_delta.schema_cache.events import Ordering, SchemaChange, TableName, TableSchema, TopicPartition
+from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TableSchema, TopicPartition
 
-if TYPE_CHECKING:
-    from ticdc_delta.jobs.spark_engine.staging import StagingTable
+
+class StagedRows(Protocol):
+    """Where a run's rows are (`jobs.spark_engine.staging.StagingTable`): named by what a run asks of it, so that
+    this module does not import the one that forms its runs."""
+
+    def held_changes(self, run: StagedRun) -> list[RowChange] | None: ...
+
+    def net_changes(self, run: StagedRun, schema: TableSchema, keep: Sequence[int], after: Mapping | None) -> Any: ...
+
+    def history_source(self, run: StagedRun, keep: Sequence[int], after: Mapping | None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -47,7 +55,7 @@ class StagedRun:
     rows: int
     ops: Mapping[str, int]
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
-    staging: StagingTable | None = field(default=None, compare=False, repr=False)
+    staging: StagedRows | None = field(default=None, compare=False, repr=False)
     other_refs: tuple[tuple[str, TableSchema], ...] = ()
 
     @property
