@@ -48,6 +48,17 @@ _MANAGED_KAFKA_PROPERTIES = {"bootstrap.servers", "group.id", "enable.auto.commi
 _SECRET_MARKERS = ("password", "secret", "jaas", "token", "key.pem", "private")
 
 
+# (above the dataclasses: a class's signature shows its defaults' reprs, which use them)
+def _repr_of(instance: Any, **shown: Any) -> str:
+    """The dataclass's repr with the fields in `shown` given those values."""
+    values = (f"{f.name}={shown.get(f.name, getattr(instance, f.name))!r}" for f in dataclasses.fields(instance) if f.repr)
+    return f"{type(instance).__name__}({', '.join(values)})"
+
+
+def _redacted(values: Mapping[str, str]) -> dict[str, str]:
+    return {k: ("***" if any(marker in k.lower() for marker in _SECRET_MARKERS) else v) for k, v in values.items()}
+
+
 @dataclass(frozen=True)
 class KafkaConfig:
     bootstrap_servers: str = "127.0.0.1:9092"
@@ -82,6 +93,9 @@ class KafkaConfig:
                 f"kafka.properties: {', '.join(managed)} is set by the product; "
                 "use kafka.bootstrap_servers / kafka.group_id / kafka.start_from"
             )
+
+    def __repr__(self) -> str:  # (secrets in properties redacted: a repr ends up in tracebacks and notebooks)
+        return _repr_of(self, properties=self.redacted_properties(), java_properties=self.redacted_java_properties())
 
     def redacted_properties(self) -> dict[str, str]:
         return _redacted(self.properties)
@@ -294,6 +308,9 @@ class SparkConfig:
             raise ConfigError(f"spark.quick_compiler_max_backlog: must be a whole number of at least 0, got {value!r}")
         require_bool("spark.class_data_sharing", self.class_data_sharing)
 
+    def __repr__(self) -> str:
+        return _repr_of(self, conf=_redacted(self.conf))
+
 
 @dataclass(frozen=True)
 class Config:
@@ -359,10 +376,6 @@ class Config:
                 registry[key] = "***" if registry[key] else ""
             described["registry"] = registry
         return config_references.shown(described, self.references)
-
-
-def _redacted(values: Mapping[str, str]) -> dict[str, str]:
-    return {k: ("***" if any(marker in k.lower() for marker in _SECRET_MARKERS) else v) for k, v in values.items()}
 
 
 def _redact_url(url: str) -> str:

@@ -28,18 +28,20 @@ BIGINT_UNSIGNED_MODES = ("long", "string")
 class RegistryOptions:
     """Config section [registry]. `url` may carry URL-encoded user:password (as in TiCDC's docs)."""
 
-    url: str = ""
-    basic_auth_user_info: str = ""
+    # (out of repr(): secrets, and a URL that may carry one)
+    url: str = field(default="", repr=False)
+    basic_auth_user_info: str = field(default="", repr=False)
     ssl_ca_location: str = ""
     ssl_certificate_location: str = ""
     ssl_key_location: str = ""
-    ssl_key_password: str = ""
+    ssl_key_password: str = field(default="", repr=False)
     request_timeout_seconds: float = 10.0
     max_wait_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         if self.url and urlparse(self.url).scheme not in ("http", "https"):
-            raise ConfigError(f"registry.url: {self.url!r} must be an http:// or https:// URL")
+            raise ConfigError(f"registry.url: {urlparse(self.url).scheme!r} URLs are not served; give an http:// or "
+                              "https:// URL")
         for key in ("request_timeout_seconds", "max_wait_seconds"):
             require_positive(f"registry.{key}", getattr(self, key))
 

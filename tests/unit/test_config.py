@@ -57,6 +57,25 @@ def test_registry_secrets_are_redacted():
     assert "s%3Acret" not in repr(loaded.describe())
 
 
+def test_the_configuration_objects_repr_holds_no_secret():
+    # A repr reaches tracebacks, notebooks and debuggers; describe() is not the only way out.
+    loaded = config.from_mapping(
+        {
+            "kafka": {"topics": ["cdc"], "properties": {"sasl.password": "kafka-pw"},
+                      "java_properties": {"sasl.jaas.config": "jaas-pw"}},
+            "target": {"path": "/data/delta"},
+            "protocol": {"name": "avro"},
+            "registry": {"url": "https://u:url-pw@registry:8081", "basic_auth_user_info": "u:auth-pw",
+                         "ssl_key_password": "key-pw"},
+            "spark": {"conf": {"spark.hadoop.fs.s3a.secret.key": "s3-pw", "spark.ui.enabled": "false"}},
+        }
+    )
+    shown = repr(loaded)
+    for secret in ("kafka-pw", "jaas-pw", "url-pw", "auth-pw", "key-pw", "s3-pw"):
+        assert secret not in shown
+    assert "'spark.ui.enabled': 'false'" in shown and "'sasl.password': '***'" in shown  # (the rest as it is)
+
+
 def test_every_url_of_a_registry_failover_list_is_redacted():
     url = "https://a:first@r1:8081,https://b:second@r2:8081, http://r3:8081"
     loaded = config.from_mapping({**MINIMAL, "protocol": {"name": "avro"}, "registry": {"url": url}})
@@ -168,7 +187,7 @@ def test_comma_separated_topics_from_the_command_line():
         ({**MINIMAL, "registry": {"url": "http://r"}}, r"registry: only protocol 'avro' reads a schema registry; protocol.name is 'simple'"),
         ({**MINIMAL, "protocol": {"name": "open-protocol", "large_message_compression": "zstd"}},
          r"protocol.large_message_compression: 'zstd' is not allowed; allowed: none, lz4, snappy"),
-        ({**MINIMAL, "registry": {"url": "ftp://r"}}, r"registry.url: 'ftp://r' must be an http:// or https:// URL"),
+        ({**MINIMAL, "registry": {"url": "ftp://r"}}, r"registry.url: 'ftp' URLs are not served; give an http:// or https:// URL"),
         ({**MINIMAL, "run": {"append_new_keys": True}, "policy": {"on_bad_message": "dead-letter"}},
          r"run.append_new_keys: a dead-lettered DELETE .* use policy.on_bad_message = 'fail' with it"),
         ({**MINIMAL, "run": {"append_new_keys": "yes"}}, r"run.append_new_keys: "),
