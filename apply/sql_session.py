@@ -316,20 +316,19 @@ class SqlSession:
     def _described(self, what: str) -> Iterator[None]:
         """The Spark jobs of the block named `ticdc-delta: <what>` in the Spark UI and the event log (the
         job description, a property of this thread), instead of their call site in the product's code."""
-        try:
-            context = self.spark.sparkContext if what else None
-            if context is not None:
+        context = None
+        if what:
+            try:
+                context = self.spark.sparkContext
                 context.setJobDescription(f"ticdc-delta: {what}")
-        except Exception as err:  # noqa: BLE001 - (Spark Connect has no SparkContext: its UI names the call site)
-            log.debug("Spark jobs not described: %s", err)
-            context = None
-        if context is None:
-            yield
-            return
+            except Exception as err:  # noqa: BLE001 - (Spark Connect has no SparkContext: its UI names the call site)
+                log.debug("Spark jobs not described: %s", err)
+                context = None
         try:
             yield
         finally:
-            context.setLocalProperty("spark.job.description", None)
+            if context is not None:
+                context.setLocalProperty("spark.job.description", None)
 
     @contextmanager
     def _tagged(self, tags: CommitTags | None) -> Iterator[None]:

@@ -33,7 +33,7 @@ from pathlib import Path
 from benchmarks import streams
 from benchmarks.measure import section
 from benchmarks.tables import check_tables, job_run, merged, one_row_each
-from testbed.spark_cluster import task_ends
+from testbed.spark_cluster import submit_command, submit_environment, task_ends
 
 ROOT = Path(__file__).resolve().parent.parent
 _PARTITIONS = 3
@@ -45,27 +45,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--cluster-workers", type=int, default=2, help="cluster: workers (one core each)")
     parser.add_argument("--cluster-kill-after", type=float, default=10.0,
                         help="cluster: seconds into the batch that a worker is killed (0: no kill run)")
-
-
-def submit_command(master: str, events: Path, ivy: Path) -> list[str]:
-    """spark-submit of the product's primary resource with the Delta and Kafka-source packages, the event log on."""
-    from testbed.spark_cluster import spark_home
-    from ticdc_delta.jobs.session import delta_package, kafka_source_package
-
-    return [
-        str(spark_home() / "bin" / "spark-submit"), "--master", master,
-        "--packages", f"{delta_package()},{kafka_source_package()}",
-        "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
-        "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "--conf", f"spark.jars.ivy={ivy}",
-        "--conf", f"spark.pyspark.python={sys.executable}",
-        "--conf", "spark.executor.memory=1g", "--conf", "spark.driver.memory=2g",
-        "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}",
-        # (one plain JSON-lines file per application: Spark 4 rolls and compresses them by default)
-        "--conf", "spark.eventLog.rolling.enabled=false", "--conf", "spark.eventLog.compress=false",
-        "--conf", "spark.ui.enabled=false",
-        str(ROOT / "jobs" / "spark_submit.py"),
-    ]
 
 
 def bench_cluster(args, lake) -> None:
@@ -114,8 +93,12 @@ def _measured(lake, work: Path, label: str, master: str, ivy: Path, count: int, 
 
     def run(events: Path) -> dict:
         events.mkdir()
-        return job_run(lake, topic, topic, target, "spark", 8, work, settings=settings,
-                       launcher=submit_command(master, events, ivy), env=_environment())
+        # (the checkout's primary resource; the driver's and executors' Python this virtualenv's, whose
+        # editable install makes the checkout importable there)
+        launcher = submit_command(master, str(ROOT / "jobs" / "spark_submit.py"), python=sys.executable, events=events,
+                                  ivy=ivy, conf={"spark.executor.memory": "1g", "spark.driver.memory": "2g"})
+        return job_run(lake, topic, topic, target, "spark", 8, work, settings=settings, launcher=launcher,
+                       env=submit_environment(sys.executable))
 
     run(work / f"events-{label}-create")
     lake.publish(topic, stream)
@@ -186,10 +169,3 @@ def _processes_with(argument: str) -> list[int]:
         except OSError:
             continue
     return found
-
-
-def _environment() -> dict[str, str]:
-    # The driver's Python is this one (spark-submit starts it); the checkout importable there and in the
-    # executors' Python workers (this virtualenv's editable install), no gateway of this process inherited.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
-    return {**env, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}

@@ -135,6 +135,38 @@ def _kill_group(process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
             pass
 
 
+def submit_command(master: str, resource: str, *, python: str, events: Path, ivy: Path,
+                   conf: dict[str, str] | None = None) -> list[str]:
+    """spark-submit of `resource` (the product's primary resource) to `master` in client mode: Delta and the Kafka
+    source as --packages (Ivy under `ivy`), `python` for the driver's and the executors' Python workers, the event
+    log in `events` as single plain files (`task_ends`; Spark 4 rolls and compresses them by default), no UI,
+    and `conf`."""
+    from ticdc_delta.jobs.session import delta_package, kafka_source_package
+
+    settings = {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.jars.ivy": str(ivy),
+        "spark.pyspark.python": python,
+        "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(events),
+        "spark.eventLog.rolling.enabled": "false", "spark.eventLog.compress": "false",
+        "spark.ui.enabled": "false",
+        **(conf or {}),
+    }
+    command = [str(spark_home() / "bin" / "spark-submit"), "--master", master,
+               "--packages", f"{delta_package()},{kafka_source_package()}"]
+    for key, value in settings.items():
+        command += ["--conf", f"{key}={value}"]
+    return [*command, resource]
+
+
+def submit_environment(python: str) -> dict[str, str]:
+    """This process's environment for spark-submit: `python` as the driver's, nothing of this process's own
+    Spark gateway or import path inherited."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
+    return {**env, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
+
+
 def task_ends(events: Path) -> list[dict]:
     """Every task end of the Spark event logs in `events` (`spark.eventLog.dir`): the executor that ran it ("driver"
     in local mode), its host, its end reason ("Success", "ExecutorLostFailure", ...), its job's description.

@@ -16,12 +16,12 @@ import pytest
 from testbed.demo import demo_changefeed
 from testbed.ports import free_port
 from testbed.processes import short_lived_jvm, wheel_task_command
-from testbed.spark_cluster import StandaloneCluster, spark_home, task_ends
+from testbed.spark_cluster import StandaloneCluster, submit_command, submit_environment, task_ends
 from tests.installed import virtualenv
 from tests.support import assert_table, publish
 from tests.workloads import DEMO_TABLE_DDLS
 from ticdc_delta.jobs.paths import cache_dir
-from ticdc_delta.jobs.session import delta_package, kafka_source_package, share_ivy_cache
+from ticdc_delta.jobs.session import share_ivy_cache
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs("the wheel as each supported Python builds and installs it")]
 
@@ -139,26 +139,14 @@ def test_spark_submit_to_a_standalone_cluster_decodes_on_executors_of_other_jvms
     events.mkdir()
     ivy = cache_dir() / "ivy" / f"spark-submit-{pyspark.__version__}"
     share_ivy_cache(ivy)  # what the local sessions fetched: resolved without a round trip (CI time)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
-    env = short_lived_jvm({**env, "PYSPARK_PYTHON": str(runtime_python), "PYSPARK_DRIVER_PYTHON": str(runtime_python)})
+    env = short_lived_jvm(submit_environment(str(runtime_python)))
     with StandaloneCluster(tmp_path / "cluster", workers=2) as cluster:
         command = [
-            str(spark_home() / "bin" / "spark-submit"),
-            "--master", cluster.url,
-            "--packages", f"{delta_package()},{kafka_source_package()}",
-            "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
-            "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            "--conf", f"spark.pyspark.python={runtime_python}",
-            "--conf", "spark.executor.memory=1g",
-            # (the executors' JVMs live a minute: the quick compiler, as the job processes' JVMs)
-            "--conf", f"spark.executor.extraJavaOptions={env['JAVA_TOOL_OPTIONS']}",
-            "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}",
-            # (one plain JSON-lines file per application: Spark 4 rolls and compresses them by default)
-            "--conf", "spark.eventLog.rolling.enabled=false", "--conf", "spark.eventLog.compress=false",
-            # cached across runs (the example in docs/running.md leaves Ivy at its defaults)
-            "--conf", f"spark.jars.ivy={ivy}",
-            "--conf", "spark.ui.enabled=false",
-            _installed_spark_submit_file(runtime_python),
+            *submit_command(cluster.url, _installed_spark_submit_file(runtime_python), python=str(runtime_python),
+                            events=events, ivy=ivy, conf={
+                                "spark.executor.memory": "1g",
+                                # (the executors' JVMs live a minute: the quick compiler, as the job processes' JVMs)
+                                "spark.executor.extraJavaOptions": env["JAVA_TOOL_OPTIONS"]}),
             "run", "--config", str(config), "--until-idle",
         ]
         run = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
