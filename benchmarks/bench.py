@@ -39,6 +39,9 @@ of medians in brackets). The load average is printed with each section. Sections
   (`benchmarks/short_runs.py`).
 - cluster: the Spark engine by spark-submit on a standalone cluster of one-core workers (each a JVM) against
   local[2], the same stream; then a worker killed in the middle of a batch (`benchmarks/cluster.py`).
+- yarn: cluster deploy mode on Hadoop's mini YARN cluster, the product shipped as a packed environment
+  (`--archives`) and its configuration by `--files`; the driver's container killed; an unset secret variable
+  as YARN reports it (`benchmarks/yarn.py`). Needs Python 3.12 (the environment's) and Maven.
 """
 
 from __future__ import annotations
@@ -67,13 +70,13 @@ os.environ.setdefault("TICDC_DELTA_CACHE", str(ROOT / ".cache"))
 import fastavro  # noqa: E402
 import orjson  # noqa: E402
 
-from benchmarks import cluster, freshness, merge_anatomy, short_runs, streams, tables  # noqa: E402
+from benchmarks import cluster, freshness, merge_anatomy, short_runs, streams, tables, yarn  # noqa: E402
 from benchmarks.measure import descendants, load, rss_kib, section  # noqa: E402
 from ticdc_delta.schema_cache.events import RawMessage  # noqa: E402
 
 ENGINE_PARTITIONS = 4  # an even share per core of the 2-core machine
 SECTIONS = ("decode", "e2e", "handwritten", "table-size", "features", "merge-anatomy", "memory", "engines", "snapshot",
-            "history", "tables", "freshness", "short-runs", "cluster")
+            "history", "tables", "freshness", "short-runs", "cluster", "yarn")
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -804,6 +807,7 @@ def main() -> int:
     merge_anatomy.add_arguments(parser)
     tables.add_arguments(parser)
     cluster.add_arguments(parser)
+    yarn.add_arguments(parser)
     freshness.add_arguments(parser)
     short_runs.add_arguments(parser)
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
@@ -828,13 +832,13 @@ def main() -> int:
 
     use_resolvable_kafka_source()
     with tempfile.TemporaryDirectory(prefix="ticdc-bench-") as work:
-        lake = Lake(Path(work), packages=(kafka_source_package(),) if {"handwritten", "engines", "tables", "freshness", "cluster"} & set(only) else ())
+        lake = Lake(Path(work), packages=(kafka_source_package(),) if {"handwritten", "engines", "tables", "freshness", "cluster", "yarn"} & set(only) else ())
         try:
             for name in spark_sections:
                 {"e2e": bench_e2e, "handwritten": bench_handwritten, "table-size": bench_table_size, "features": bench_features,
                  "merge-anatomy": merge_anatomy.bench_merge_anatomy,
                  "memory": bench_memory, "engines": bench_engines, "snapshot": bench_snapshot,
-                 "history": bench_history, "tables": tables.bench_tables, "cluster": cluster.bench_cluster,
+                 "history": bench_history, "tables": tables.bench_tables, "cluster": cluster.bench_cluster, "yarn": yarn.bench_yarn,
                  "freshness": freshness.bench_freshness, "short-runs": short_runs.bench_short_runs}[name](args, lake)
         finally:
             lake.close()

@@ -136,11 +136,12 @@ def _kill_group(process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
 
 
 def submit_command(master: str, resource: str, *, python: str, events: Path, ivy: Path,
-                   conf: dict[str, str] | None = None) -> list[str]:
-    """spark-submit of `resource` (the product's primary resource) to `master` in client mode: Delta and the Kafka
-    source as --packages (Ivy under `ivy`), `python` for the driver's and the executors' Python workers, the event
-    log in `events` as single plain files (`task_ends`; Spark 4 rolls and compresses them by default), no UI,
-    and `conf`."""
+                   conf: dict[str, str] | None = None, deploy: list[str] | None = None) -> list[str]:
+    """spark-submit of `resource` (the product's primary resource) to `master`: Delta and the Kafka source as
+    --packages (Ivy under `ivy`), `python` for the driver's and the executors' Python workers, the event log in
+    `events` as single plain files (`task_ends`; Spark 4 rolls and compresses them by default), no UI, and
+    `conf`; `deploy` the options before the resource (client mode where they name no other: `--deploy-mode
+    cluster`, `--archives`, `--files`)."""
     from ticdc_delta.jobs.session import delta_package, kafka_source_package
 
     settings = {
@@ -157,7 +158,7 @@ def submit_command(master: str, resource: str, *, python: str, events: Path, ivy
                "--packages", f"{delta_package()},{kafka_source_package()}"]
     for key, value in settings.items():
         command += ["--conf", f"{key}={value}"]
-    return [*command, resource]
+    return [*command, *(deploy or []), resource]
 
 
 def submit_environment(python: str) -> dict[str, str]:
