@@ -74,6 +74,7 @@ def bench_yarn(args, lake) -> None:
         wheel = build_wheel(work / "wheel-source", work / "dist")
         python = runtime_venv(wheel, work / "env")
         archive = _packed(work / "env", work / "env.tar.gz")
+        spark_jars = _spark_jars(work / "spark-jars.zip")
         resource = subprocess.run([str(python), "-m", "ticdc_delta.jobs.spark_submit", "--path"], check=True,
                                   capture_output=True, text=True, cwd=work).stdout.strip()
         print(f"  wheel, environment and archive ({archive.stat().st_size / 2**20:.0f} MiB) in "
@@ -87,7 +88,7 @@ def bench_yarn(args, lake) -> None:
                 command = submit_command(
                     "yarn", resource, python="./env/bin/python", events=events, ivy=ivy,
                     deploy=["--deploy-mode", "cluster", "--archives", f"{archive}#env", "--files", str(config)],
-                    conf={"spark.executor.instances": "2", "spark.executor.cores": "1", "spark.executor.memory": "1g",
+                    conf={"spark.yarn.archive": spark_jars.as_uri(), "spark.executor.instances": "2", "spark.executor.cores": "1", "spark.executor.memory": "1g",
                           "spark.driver.memory": "1g", "spark.yarn.maxAppAttempts": "2"})
                 started = time.perf_counter()
                 done = subprocess.run([*command, "run", "--config", config.name, "--until-idle"], capture_output=True,
@@ -97,27 +98,31 @@ def bench_yarn(args, lake) -> None:
                 found = _APPLICATION.search(done.stdout + done.stderr)
                 return done.returncode, wall, found[1] if found else ""
 
-            topic, target = "yarn-measured", work / "lake"
-            first = one_row_each(tables)
-            lake.publish(topic, first)
-            config = _config(lake, topic, target, work, "job.toml")
-            status, wall, app = submit("create", config, work / "events-create")
-            _require(status, yarn, app, "the creating run")
-            stream = streams.build(count, max(count // 10, tables), tables=tables, partitions=_PARTITIONS, seed=31,
-                                   first_commit_ts=streams.FIRST_COMMIT_TS << 1)
-            lake.publish(topic, stream)
-            status, wall, app = submit("measured", config, work / "events-measured")
-            _require(status, yarn, app, "the measured run")
-            check_tables(lake.spark, target, merged(first, stream))
-            batch = _batch_seconds(yarn, app)
-            decoders = _decoders(work / "events-measured")
-            print(f"  cluster deploy mode: spark-submit exited 0 in {wall:.1f}s, batch {batch:.1f}s "
-                  f"({count / batch:,.0f} row events/s); decode tasks by executor {decoders}; the driver in "
-                  f"{_driver_container(yarn, app)}; tables equal upstream", flush=True)
-
-            if args.yarn_kill_after > 0:
+            if count > 0:
+                _measured(lake, yarn, submit, work, tables, count)
+            if count > 0 and args.yarn_kill_after > 0:
                 _driver_killed(args, lake, yarn, submit, work, tables, count)
             _unset_variable(lake, yarn, submit, work)
+
+
+def _measured(lake, yarn, submit, work: Path, tables: int, count: int) -> None:
+    topic, target = "yarn-measured", work / "lake"
+    first = one_row_each(tables)
+    lake.publish(topic, first)
+    config = _config(lake, topic, target, work, "job.toml")
+    status, wall, app = submit("create", config, work / "events-create")
+    _require(status, yarn, app, "the creating run")
+    stream = streams.build(count, max(count // 10, tables), tables=tables, partitions=_PARTITIONS, seed=31,
+                           first_commit_ts=streams.FIRST_COMMIT_TS << 1)
+    lake.publish(topic, stream)
+    status, wall, app = submit("measured", config, work / "events-measured")
+    _require(status, yarn, app, "the measured run")
+    check_tables(lake.spark, target, merged(first, stream))
+    batch = _batch_seconds(yarn, app)
+    decoders = _decoders(work / "events-measured")
+    print(f"  cluster deploy mode: spark-submit exited 0 in {wall:.1f}s, batch {batch:.1f}s "
+          f"({count / batch:,.0f} row events/s); decode tasks by executor {decoders}; the driver in "
+          f"{_driver_container(yarn, app)}; tables equal upstream", flush=True)
 
 
 def _driver_killed(args, lake, yarn, submit, work: Path, tables: int, count: int) -> None:
@@ -157,12 +162,14 @@ def _unset_variable(lake, yarn, submit, work: Path) -> None:
                      password_variable="TICDC_DELTA_BENCH_UNSET_VARIABLE")
     status, wall, app = submit("unset", config, work / "events-unset")
     driver = next(iter(yarn.container_logs(app).values()), None)
-    line = next((ln for ln in (driver / "stderr").read_text(errors="replace").splitlines() if "TICDC_DELTA_BENCH" in ln),
-                "(not found)") if driver else "(no container log)"
-    diagnostics = next((ln.strip() for ln in (work / "unset.submit.log").read_text().splitlines()
-                        if "diagnostics:" in ln and "N/A" not in ln), "(none)")
-    print(f"  a configuration naming an unset variable: spark-submit exited {status} in {wall:.1f}s; the driver's "
-          f"log: {line.strip()!r}; YARN's {diagnostics!r}", flush=True)
+    line = next((ln for ln in _log_lines(driver) if "TICDC_DELTA_BENCH" in ln), "(not found)") if driver else "(no container log)"
+    submitted = (work / "unset.submit.log").read_text().splitlines()
+    said = [ln.strip() for ln in submitted if "diagnostics:" in ln and "N/A" not in ln and "waiting for AM" not in ln]
+    failed = [ln.strip() for ln in submitted if "finished with failed status" in ln]
+    attempts = len({p.name.split("_")[3] for p in yarn.container_logs(app).values()})
+    print(f"  a configuration naming an unset variable: spark-submit exited {status} in {wall:.1f}s after {attempts} "
+          f"attempt(s); the driver's log: {line.strip()!r}; YARN's {said[-1] if said else '(no diagnostics)'!r}; "
+          f"spark-submit's {failed[-1] if failed else '(no failure line)'!r}", flush=True)
 
 
 def _config(lake, topic: str, target: Path, work: Path, name: str, password_variable: str = "") -> Path:
@@ -184,6 +191,19 @@ def _packed(venv: Path, archive: Path) -> Path:
     return archive
 
 
+def _spark_jars(zipped: Path) -> Path:
+    """Spark's jars in one uncompressed zip, for `spark.yarn.archive`: without it spark-submit zips and uploads
+    them (about 300 MB) for every application."""
+    import zipfile
+
+    from testbed.spark_cluster import spark_home
+
+    with zipfile.ZipFile(zipped, "w", zipfile.ZIP_STORED) as archive:
+        for jar in sorted((spark_home() / "jars").glob("*.jar")):
+            archive.write(jar, jar.name)
+    return zipped
+
+
 def _require(status: int, yarn, app: str, what: str) -> None:
     if status != 0:
         logs = yarn.container_logs(app) if app else {}
@@ -194,11 +214,16 @@ def _batch_seconds(yarn, app: str) -> float:
     """The batch seconds of the driver's metrics lines (its container's log), summed."""
     total = 0.0
     for folder in yarn.container_logs(app).values():
-        for name in ("stderr", "stdout"):
-            for line in (folder / name).read_text(errors="replace").splitlines():
-                if " ticdc_delta.metrics: " in line:
-                    total += json.loads(line.split(" ticdc_delta.metrics: ", 1)[1])["batch_seconds"]
+        for line in _log_lines(folder):
+            if " ticdc_delta.metrics: " in line:
+                total += json.loads(line.split(" ticdc_delta.metrics: ", 1)[1])["batch_seconds"]
     return total
+
+
+def _log_lines(container: Path) -> list[str]:
+    """A container's log lines (the product logs to the driver's stdout, Spark to its stderr)."""
+    return [line for name in ("stdout", "stderr") if (container / name).exists()
+            for line in (container / name).read_text(errors="replace").splitlines()]
 
 
 def _decoders(events: Path) -> dict[str, int]:

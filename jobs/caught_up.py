@@ -75,7 +75,7 @@ def nothing_new(config: Config, source: KafkaSource | LookedOnce) -> bool:
         log.info(
             "nothing new for consumer %s: the offsets its last run committed are the end of all %d partitions of %s; "
             "not starting Spark (run.skip_when_caught_up)",
-            config.kafka.group_id, partitions, ", ".join(config.kafka.topics),
+            config.kafka.group_id, partitions, config.kafka.topics_described(),
         )
     return bool(partitions)
 

@@ -60,6 +60,7 @@ def _job_flags(parser) -> None:
     parser.add_argument("--config", help="TOML configuration file (flags override it)")
     parser.add_argument("--bootstrap-servers", help="kafka.bootstrap_servers")
     parser.add_argument("--topics", help="kafka.topics, comma-separated")
+    parser.add_argument("--topic-pattern", help="kafka.topic_pattern: read every topic whose name matches (instead of --topics)")
     parser.add_argument("--group-id", help="kafka.group_id (also names the checkpoint)")
     parser.add_argument("--target-path", help="target.path: root directory of path tables")
     parser.add_argument("--target-catalog", help="target.catalog: catalog for catalog tables")
@@ -137,10 +138,13 @@ def _overrides(args: argparse.Namespace) -> dict:
     def flag(name: str):
         return getattr(args, name, None)  # flags a command does not have count as not given
 
+    # (a flag naming the topics one way replaces the file's other way)
+    topics, pattern = flag("topics"), flag("topic_pattern")
     return {
         "kafka": {
             "bootstrap_servers": flag("bootstrap_servers"),
-            "topics": flag("topics"),
+            "topics": () if pattern and not topics else topics,
+            "topic_pattern": "" if topics and not pattern else pattern,
             "group_id": flag("group_id"),
             "start_from": flag("start_from"),
         },
@@ -178,7 +182,7 @@ def _command_run(args: argparse.Namespace) -> int:
         quick_compiler = small_run(config, looked)
     finally:
         source.close()
-    from ticdc_delta.jobs.pipeline import Pipeline
+    from ticdc_delta.jobs.pipeline import runs
     from ticdc_delta.jobs.session import kafka_source_package, spark_for
 
     stop = threading.Event()
@@ -188,16 +192,16 @@ def _command_run(args: argparse.Namespace) -> int:
     spark = spark_for(config, packages, quick_compiler=quick_compiler)
     # What ran, for a support question or a log read later: the runtime is often not the user's to see.
     log.info("ticdc-delta %s on Python %s, Spark %s", __version__, platform.python_version(), spark.version)
-    result = Pipeline.from_config(config, spark, stop=stop).run()
-    log.info(
-        "done: %d messages, %d rows applied, %d DDL, %d replays skipped, %d dead letters, %d waiting",
-        result.messages,
-        result.rows_applied,
-        result.schema_changes,
-        result.replays_skipped,
-        result.dead_letters,
-        result.waiting,
-    )
+    for result in runs(config, spark, stop=stop):
+        log.info(
+            "done: %d messages, %d rows applied, %d DDL, %d replays skipped, %d dead letters, %d waiting",
+            result.messages,
+            result.rows_applied,
+            result.schema_changes,
+            result.replays_skipped,
+            result.dead_letters,
+            result.waiting,
+        )
     return 0
 
 
@@ -267,8 +271,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
     raise SystemExit(exit_status(argv))
 
 
-def exit_status(argv: list[str] | None = None) -> int:
-    """Run one command line; its exit status (the module docstring lists them)."""
+def build_parser() -> argparse.ArgumentParser:
+    """The `ticdc-delta` command line: every command and its flags."""
     parser = argparse.ArgumentParser(prog="ticdc-delta", description="TiCDC (Kafka) -> Delta Lake materializer")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -282,7 +286,12 @@ def exit_status(argv: list[str] | None = None) -> int:
     if _demo_available():  # (listed only where it runs: a checkout, not the installed wheel)
         demo = sub.add_parser("demo", help="local Kafka + sample stream + the job until idle, then print the tables")
         demo.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def exit_status(argv: list[str] | None = None) -> int:
+    """Run one command line; its exit status (the module docstring lists them)."""
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if args.log_level != "DEBUG":

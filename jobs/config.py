@@ -8,6 +8,7 @@ allowed.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -63,6 +64,11 @@ def _redacted(values: Mapping[str, str]) -> dict[str, str]:
 class KafkaConfig:
     bootstrap_servers: str = "127.0.0.1:9092"
     topics: tuple[str, ...] = ()
+    # Instead of `topics`: every topic whose whole name matches this regular expression (as Kafka's Java
+    # clients subscribe by pattern), Kafka's internal `__` topics aside; looked up at each run's start and, in
+    # continuous mode, every `topic_refresh_seconds`.
+    topic_pattern: str = ""
+    topic_refresh_seconds: float = 60.0
     group_id: str = "ticdc-delta"
     start_from: str = "earliest"
     # How long the job waits for an unreachable Kafka before it stops with an error (exit status 6).
@@ -79,8 +85,16 @@ class KafkaConfig:
         if isinstance(self.topics, str):
             object.__setattr__(self, "topics", tuple(t for t in self.topics.split(",") if t))
         object.__setattr__(self, "topics", tuple(self.topics))
-        if not self.topics:
-            raise ConfigError("kafka.topics: at least one topic is required")
+        if self.topics and self.topic_pattern:
+            raise ConfigError("kafka.topics and kafka.topic_pattern are both set: keep one (a list of topics, or a pattern)")
+        if not self.topics and not self.topic_pattern:
+            raise ConfigError("kafka.topics or kafka.topic_pattern: one is required (a list of topics, or a pattern)")
+        if self.topic_pattern:
+            try:
+                re.compile(self.topic_pattern)
+            except (re.error, TypeError) as err:
+                raise ConfigError(f"kafka.topic_pattern: {self.topic_pattern!r} is not a regular expression: {err}") from None
+        require_positive("kafka.topic_refresh_seconds", self.topic_refresh_seconds)
         if not self.bootstrap_servers:
             raise ConfigError("kafka.bootstrap_servers: required")
         if not self.group_id:
@@ -99,6 +113,16 @@ class KafkaConfig:
 
     def redacted_properties(self) -> dict[str, str]:
         return _redacted(self.properties)
+
+    def reads(self, topic: str) -> bool:
+        """Whether `topic` is one this job reads: listed in `topics`, or matching `topic_pattern` whole."""
+        if self.topic_pattern:
+            return not topic.startswith("__") and re.fullmatch(self.topic_pattern, topic) is not None
+        return topic in self.topics
+
+    def topics_described(self) -> str:
+        """The topics read, for a message: `kafka.topics` or the pattern."""
+        return f"the topics matching {self.topic_pattern!r}" if self.topic_pattern else ", ".join(self.topics)
 
     def redacted_java_properties(self) -> dict[str, str]:
         return _redacted(self.java_properties)

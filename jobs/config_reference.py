@@ -32,12 +32,14 @@ _SECTIONS = (
     ("history", config.HistoryConfig),
 )
 # Shown instead of a default that is no value a user would write.
-_REQUIRED = {"kafka.topics"}
+_REQUIRED = {"kafka.topics": "(required)", "kafka.topic_pattern": "(or this)"}
 _UNSET = "–"
 
 MEANINGS: dict[str, str] = {
     "kafka.bootstrap_servers": "Kafka bootstrap servers",
-    "kafka.topics": "list of topics (flag: comma-separated)",
+    "kafka.topics": "list of topics (flag: comma-separated); or `kafka.topic_pattern`",
+    "kafka.topic_pattern": "instead of `kafka.topics`: a regular expression; every topic whose whole name matches it is read (Kafka's internal `__` topics never), e.g. `tidb_shop_.*` for TiCDC's `topic = \"tidb_{schema}_{table}\"` dispatcher. A topic found after the job's first run is read from its earliest offset (its first table's CREATE or BOOTSTRAP is there), whatever `kafka.start_from` says; a topic deleted upstream is no longer read. See \"Topics by pattern\" in Operations",
+    "kafka.topic_refresh_seconds": "`kafka.topic_pattern` in continuous mode: how often the job looks for topics created or deleted (and partitions added); on a change it ends the batch at a checkpoint and starts reading again with them, in the same process. Each run (and `status`) looks at its start",
     "kafka.group_id": "consumer group: committed offsets, and the checkpoint's name",
     "kafka.start_from": "where to start with no checkpoint and no committed offset: `earliest`, `latest`",
     "kafka.unreachable_timeout_seconds": "how long the job waits for Kafka when no broker answers (polls, offset commits), then exits 6; while it waits, empty polls do not count as idle. A broker refusing the SASL login is not waited for: exit 7 at once. An offset commit waits for the group coordinator up to librdkafka's `session.timeout.ms`, which the job sets to 6 s unless `kafka.properties` does (it never joins the group, so the setting does nothing else): a commit in an outage fails in seconds and its wait counts toward this limit",
@@ -148,7 +150,7 @@ def _default(field: dataclasses.Field) -> object:
 
 def _shown(key: str, value: object) -> str:
     if key in _REQUIRED:
-        return "(required)"
+        return _REQUIRED[key]
     if value is None or value == "":
         return _UNSET
     if isinstance(value, bool):

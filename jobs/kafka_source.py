@@ -230,7 +230,16 @@ class KafkaSource:
             )
 
     def partitions(self) -> dict[str, list[int]]:
+        """{topic: its partitions} of every topic read: `kafka.topics` (each must exist), or every topic matching
+        `kafka.topic_pattern` now (at least one must)."""
         metadata = self._metadata()
+        if self._config.topic_pattern:
+            found = {topic: sorted(described.partitions) for topic, described in sorted(metadata.topics.items())
+                     if self._config.reads(topic) and described.error is None and described.partitions}
+            if not found:
+                raise SourceError(f"kafka.topic_pattern: no topic matches {self._config.topic_pattern!r} at "
+                                  f"{self._config.bootstrap_servers} (the whole name must match; Kafka's `__` topics never do)")
+            return found
         found = {}
         for topic in self._config.topics:
             described = metadata.topics.get(topic)
@@ -238,6 +247,26 @@ class KafkaSource:
                 raise SourceError(f"kafka.topics: topic {topic!r} does not exist at {self._config.bootstrap_servers}")
             found[topic] = sorted(described.partitions)
         return found
+
+    def partitions_changed(self, opened: Mapping[str, list[int]]) -> str:
+        """What differs between the partitions read (`opened`, as `open` or `plan` returned them) and those
+        `kafka.topic_pattern` matches now: a topic created or deleted, partitions added ("" if nothing, or if the
+        topics are a fixed list)."""
+        if not self._config.topic_pattern:
+            return ""
+        try:  # (not `_metadata`, which may consume while partitions are assigned: one look, or none this time)
+            metadata = self._consumer.list_topics(timeout=_METADATA_SLICE)
+        except KafkaException as err:
+            log.info("Kafka: the topics matching kafka.topic_pattern not listed this time: %s", err)
+            return ""
+        now = {topic: sorted(described.partitions) for topic, described in metadata.topics.items()
+               if self._config.reads(topic) and described.error is None and described.partitions}
+        created = sorted(set(now) - set(opened))
+        deleted = sorted(set(opened) - set(now))
+        grown = sorted(t for t in set(now) & set(opened) if set(now[t]) - set(opened[t]))
+        changes = [f"{what} {', '.join(topics)}" for what, topics in
+                   (("new topics", created), ("deleted topics", deleted), ("new partitions of", grown)) if topics]
+        return "; ".join(changes)
 
     def _retrying(self, what: str, call: Callable[[], T]) -> T:
         """`call`, again while Kafka answers with a retriable error: a coordinator still loading (for up to
@@ -341,6 +370,8 @@ class KafkaSource:
             start = (resume or {}).get(key)
             if start is None and committed.get(key, -1) >= 0:
                 start = committed[key]
+            if start is None and resume and self._config.topic_pattern:
+                start = low  # a topic found after the first run: from its start, where its tables' CREATE is
             if start is None:
                 start = low if self._config.start_from == "earliest" else high
             self._next[key] = max(start, low)  # retention may have removed what we would resume from

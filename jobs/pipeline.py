@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -83,6 +83,9 @@ class RunResult:
     waiting: int = 0
     # seconds per phase of the batch loop (apply.metrics.PHASES)
     phases: dict[str, float] = field(default_factory=dict)
+    # continuous mode with kafka.topic_pattern: what changed among the matching topics, which ended the run
+    # at a checkpoint for its caller to start again with them ("": the run ended otherwise)
+    topics_changed: str = ""
 
 
 GateFactory = Callable[[Ordering, Mapping[str, Iterable[int]]], Gate]
@@ -133,6 +136,7 @@ class Pipeline:
         self._committed: dict[TopicPartition, int] = {}  # offsets saved last (at start: where reading began)
         self._applied_ts: int | None = None  # upstream commitTs through which the tables are applied
         self._tables_touched: set[TableName] = set()
+        self._opened: dict[str, list[int]] = {}  # the partitions read, per topic
 
     @classmethod
     def from_config(
@@ -235,6 +239,7 @@ class Pipeline:
             self._decoder.restore(checkpoint.decoder_state)
             self._batch = checkpoint.batch
         partitions = self._intake.open(checkpoint.offsets if checkpoint else None)
+        self._opened = partitions
         self._gate = self._gate_factory(self._decoder.ordering, partitions)
         if checkpoint is not None:
             self._gate.restore(checkpoint.watermarks)
@@ -248,7 +253,17 @@ class Pipeline:
         result = RunResult()
         until_idle = self._config.run.mode == "until-idle"
         last_message_at = time.monotonic()
+        # (continuous mode: a topic the pattern matches from now on is read after a restart from the checkpoint
+        # saved at the end of a batch, so the gate, the offsets and the checkpoint cover it from its start)
+        watch_topics = not until_idle and bool(self._config.kafka.topic_pattern)
+        next_topic_look = time.monotonic() + self._config.kafka.topic_refresh_seconds
         while not self._stop.is_set():
+            if watch_topics and time.monotonic() >= next_topic_look:
+                next_topic_look = time.monotonic() + self._config.kafka.topic_refresh_seconds
+                result.topics_changed = self._source.partitions_changed(self._opened)
+                if result.topics_changed:
+                    log.info("kafka.topic_pattern: %s; reading them from the checkpoint", result.topics_changed)
+                    break
             began, spent = time.monotonic(), self._times.totals()
             messages = self._intake.collect(until_idle)
             summary, dead_letters = self._process(messages, result)
@@ -430,6 +445,16 @@ class Pipeline:
             tp = parked.position.topic_partition
             held[tp] = min(held.get(tp, parked.position.offset), parked.position.offset)
         return {tp: min(offset, held.get(tp, offset)) for tp, offset in offsets.items()}
+
+
+def runs(config: Config, spark, *, stop: threading.Event | None = None) -> Iterator[RunResult]:
+    """The job's runs, each result as it ends: one, or in continuous mode with `kafka.topic_pattern` another
+    from the checkpoint each time the matching topics change, until one ends otherwise (a stop, an error)."""
+    while True:
+        result = Pipeline.from_config(config, spark, stop=stop).run()
+        yield result
+        if not result.topics_changed or (stop is not None and stop.is_set()):
+            return
 
 
 def _newest_commit_ts(event) -> int:

@@ -111,9 +111,10 @@ def replay_dead_letters(
     letters = [d for d in dead_letters.read() if positions is None or d.position in positions]
     if not letters:
         return ReplayReport([], dry_run=dry_run)
-    configured = set(config.kafka.topics)
-    refused = [Decision(d.position, REFUSED, "its topic is not in kafka.topics") for d in letters if d.position.topic not in configured]
-    letters = [d for d in letters if d.position.topic in configured]
+    reads = config.kafka.reads
+    refused = [Decision(d.position, REFUSED, "its topic is not one the job reads (kafka.topics, kafka.topic_pattern)")
+               for d in letters if not reads(d.position.topic)]
+    letters = [d for d in letters if reads(d.position.topic)]
     if not letters:
         if not dry_run:
             dead_letters.record_replays([(d.position, d.outcome, d.detail) for d in refused])

@@ -34,7 +34,7 @@ class PartitionLag:
 
 
 class TopicReader:
-    """All partitions of `kafka.topics` from `start` (default: their beginning) up to their end offsets at `open`.
+    """All partitions of the topics read (`kafka.topics` or `kafka.topic_pattern`) from `start` (default: their beginning) up to their end offsets at `open`.
 
     Uses a consumer group of its own (`<group_id>.reader`) that never commits, so
     the job's committed offsets are untouched.
@@ -96,13 +96,13 @@ class TopicReader:
 
 
 def read_topics(kafka: KafkaConfig, start: Mapping[TopicPartition, int] | None = None) -> list[RawMessage]:
-    """Every message of `kafka.topics` from `start` (default: the beginning) to the end offsets now."""
+    """Every message of the topics read (`kafka.topics` or `kafka.topic_pattern`) from `start` (default: the beginning) to the end offsets now."""
     with TopicReader(kafka) as reader:
         return list(reader.open(start))
 
 
 def consumer_lag(kafka: KafkaConfig, positions: Mapping[TopicPartition, int] | None = None) -> list[PartitionLag]:
-    """Per partition of `kafka.topics`: where the consumer group resumes, the end offset, the lag.
+    """Per partition of the topics read: where the consumer group resumes, the end offset, the lag.
 
     The resume point is `positions` (e.g. the job's checkpoint offsets, which
     are authoritative), else the group's committed offsets, else

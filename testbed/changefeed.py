@@ -264,6 +264,11 @@ class Changefeed:
     def last_ts(self) -> int:
         return self._ts
 
+    def advance_to(self, commit_ts: int) -> None:
+        """Move this feed's clock on to `commit_ts` (if behind): feeds that stand for the topics of one TiCDC
+        changefeed share its upstream's clock, and every topic gets its watermarks."""
+        self._ts = max(self._ts, commit_ts)
+
     def watermark(self) -> int:
         """Send the current commitTs as a watermark to every partition."""
         self._emitter.watermark(self._ts)

@@ -125,7 +125,9 @@ class YarnCluster:
 
     def container_logs(self, application_id: str) -> dict[str, Path]:
         """{container id: its log folder (stdout, stderr)} of an application, the first container its master's."""
-        found = {p.name: p for p in self.folder.glob(f"target/**/{application_id}/container_*") if p.is_dir()}
+        # (a node has several log folders; a container's logs are in one of them, the others may hold its name)
+        found = {p.name: p for p in self.folder.glob(f"target/**/*logDir*/{application_id}/container_*")
+                 if (p / "stdout").exists() or (p / "stderr").exists()}
         return dict(sorted(found.items()))
 
     def stop(self) -> None:

@@ -431,54 +431,6 @@ def test_ddl_evolution_end_to_end(spark, kafka, tmp_path, unique, engine, store,
     assert_gone(spark, target, "shop", "items")
 
 
-def test_continuous_mode_applies_new_data_and_stops_cleanly(spark, kafka, tmp_path, unique):
-    # Setup: the job runs continuously (1 s batches) in a thread; data is produced in two
-    # waves while it runs; then it is asked to stop (what SIGTERM does).
-    # Expect: each wave appears in the table while the job runs; the stop finishes the batch,
-    # commits and returns.
-    import threading
-    import time
-
-    from tests.support import job_config
-    from ticdc_delta.jobs.pipeline import Pipeline
-
-    feed = items_feed()
-    with feed.transaction() as txn:
-        for i in range(10):
-            txn.insert("shop", "items", item(i))
-    first_wave = len(feed.messages)
-    with feed.transaction() as txn:
-        for i in range(10, 20):
-            txn.insert("shop", "items", item(i))
-    topic, target = f"cont-{unique}", str(tmp_path)
-    publish(kafka, topic, feed.messages[:first_wave])
-    stop = threading.Event()
-    config = job_config(kafka, topic, target, f"g-{unique}", run={"mode": "continuous", "batch_max_seconds": 1.0})
-    outcome = {}
-    job = threading.Thread(target=lambda: outcome.update(result=Pipeline.from_config(config, spark, stop=stop).run()))
-    job.start()
-
-    def wait_for_rows(count: int) -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            # The folder appears before the table's first commit: wait for that commit.
-            if any((tmp_path / "shop" / "items" / "_delta_log").glob("*.json")):
-                if table_frame(spark, target, "shop", "items").count() == count:
-                    return
-            time.sleep(1)
-        raise AssertionError(f"the table never reached {count} rows")
-
-    try:
-        wait_for_rows(10)
-        publish(kafka, topic, feed.messages[first_wave:])
-        wait_for_rows(20)
-    finally:
-        stop.set()
-        job.join(60)
-    assert not job.is_alive() and outcome["result"].rows_applied == 20
-    assert_table(spark, target, feed, "shop", "items", ITEMS_DDL)
-
-
 def _sources_from_the_release(monkeypatch) -> list[bool]:
     """Per MERGE source the Spark engine builds, whether it reads the release's rows kept in memory."""
     from ticdc_delta.jobs.spark_engine.staging import StagingTable

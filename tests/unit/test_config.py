@@ -134,6 +134,30 @@ def test_an_unset_variable_is_a_configuration_error_naming_it(monkeypatch):
         config.from_mapping({**MINIMAL, "target": {"path": {"env": ""}}})
 
 
+def test_a_topic_pattern_reads_the_topics_whose_whole_name_matches_and_never_kafkas_own():
+    # Expect: full match as Kafka's Java clients subscribe, `__` topics never, a listed topic only if listed.
+    kafka = config.load(None, {**MINIMAL, "kafka": {"topic_pattern": "tidb_shop_.*"}}).kafka
+    assert [t for t in ("tidb_shop_orders", "tidb_shop_", "x_tidb_shop_a", "tidb_sho") if kafka.reads(t)] == ["tidb_shop_orders", "tidb_shop_"]
+    assert not config.load(None, {**MINIMAL, "kafka": {"topic_pattern": ".*"}}).kafka.reads("__consumer_offsets")
+    listed = config.load(None, MINIMAL).kafka
+    assert listed.reads("cdc") and not listed.reads("cdc2")
+
+
+def test_a_command_line_flag_naming_topics_one_way_replaces_the_files_other_way(tmp_path):
+    # Expect: --topic-pattern over a file's topics (and --topics over a file's pattern) is not "both set".
+    path = tmp_path / "job.toml"
+    path.write_text('[kafka]\ntopics = ["a"]\n[target]\npath = "/data"\n')
+    from ticdc_delta.jobs.cli import _overrides, build_parser
+
+    args = build_parser().parse_args(["run", "--config", str(path), "--topic-pattern", "tidb_.*"])
+    loaded = config.load(str(path), _overrides(args)).kafka
+    assert (loaded.topics, loaded.topic_pattern) == ((), "tidb_.*")
+    path.write_text('[kafka]\ntopic_pattern = "x.*"\n[target]\npath = "/data"\n')
+    args = build_parser().parse_args(["run", "--config", str(path), "--topics", "a,b"])
+    loaded = config.load(str(path), _overrides(args)).kafka
+    assert (loaded.topics, loaded.topic_pattern) == (("a", "b"), "")
+
+
 def test_comma_separated_topics_from_the_command_line():
     loaded = config.load(None, {**MINIMAL, "kafka": {"topics": "a,b"}})
     assert loaded.kafka.topics == ("a", "b")
@@ -149,8 +173,11 @@ def test_comma_separated_topics_from_the_command_line():
         ({**MINIMAL, "types": {"json": "bson"}}, r"types.json: 'bson' is not allowed; allowed: string, variant"),
         ({**MINIMAL, "types": {"jsn": "variant"}}, r"types.jsn: unknown key; allowed: bigint_unsigned, wide_decimal"),
         ({**MINIMAL, "kafka": {"topics": ["a"], "start_from": "middle"}}, r"kafka.start_from: 'middle' is not allowed; allowed: earliest, latest"),
-        ({**MINIMAL, "kafka": {"topics": []}}, r"kafka.topics: at least one topic is required"),
-        ({**MINIMAL, "kafka": {"topics": ["a"], "topic": "b"}}, r"kafka.topic: unknown key; allowed: bootstrap_servers, topics, group_id, start_from, unreachable_timeout_seconds, properties"),
+        ({**MINIMAL, "kafka": {"topics": []}}, r"kafka.topics or kafka.topic_pattern: one is required"),
+        ({**MINIMAL, "kafka": {"topics": ["a"], "topic_pattern": "b.*"}}, r"kafka.topics and kafka.topic_pattern are both set: keep one"),
+        ({**MINIMAL, "kafka": {"topic_pattern": "tidb_(shop"}}, r"kafka.topic_pattern: 'tidb_\(shop' is not a regular expression: missing \)"),
+        ({**MINIMAL, "kafka": {"topic_pattern": "t.*", "topic_refresh_seconds": 0}}, r"kafka.topic_refresh_seconds: must be a positive number, got 0"),
+        ({**MINIMAL, "kafka": {"topics": ["a"], "topic": "b"}}, r"kafka.topic: unknown key; allowed: bootstrap_servers, topics, topic_pattern, topic_refresh_seconds, group_id, start_from, unreachable_timeout_seconds, properties"),
         ({**MINIMAL, "kafka": {"topics": ["a"], "properties": {"group.id": "x"}}}, r"kafka.properties: group.id is set by the product"),
         ({**MINIMAL, "target": {"path": "/a", "catalog": "main"}}, r"target: set exactly one of target.path"),
         ({**MINIMAL, "target": {}}, r"target: set exactly one of target.path"),
