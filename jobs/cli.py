@@ -271,8 +271,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     raise SystemExit(exit_status(argv))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The `ticdc-delta` command line: every command and its flags."""
+def build_parser(*, demo: bool | None = None) -> argparse.ArgumentParser:
+    """The `ticdc-delta` command line: every command and its flags; `demo` whether to list the demo command
+    (by default, where it runs: a checkout)."""
     parser = argparse.ArgumentParser(prog="ticdc-delta", description="TiCDC (Kafka) -> Delta Lake materializer")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -283,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     _snapshot_parser(sub)
     _as_of_parser(sub)
     _tables_parser(sub)
-    if _demo_available():  # (listed only where it runs: a checkout, not the installed wheel)
+    if _demo_available() if demo is None else demo:  # (listed only where it runs: a checkout, not the installed wheel)
         demo = sub.add_parser("demo", help="local Kafka + sample stream + the job until idle, then print the tables")
         demo.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
     return parser

@@ -3,7 +3,7 @@
 The keys and defaults are read from the configuration's own types (`ticdc_delta.jobs.config`, each
 protocol's options, the registry's and the types' options), so the reference cannot drift from them;
 the meanings are kept here, one per key, and a test fails when a key has none or a meaning names no key.
-The documentation site's configuration page shows `table()` (scripts/mkdocs_hooks.py puts it in at build time).
+docs/configuration.md holds `table()`, written by scripts/reference.py and checked by a test.
 """
 
 from __future__ import annotations
