@@ -2,21 +2,9 @@
 stands), `ticdc-delta replay-dead-letters` (after fixing their cause), and
 `ticdc-delta demo` from a repository checkout (the installed wheel does not list it).
 
-Exit status: 0 done, 2 bad configuration, 3 bad input under the `fail`
-policy (the message is named), 4 some dead letters were refused by
-`replay-dead-letters` (each is printed with its reason), 5 another job
-runs this consumer (`run`: its lease is held by a live job, or was taken
-over while this one was paused; nothing more was written), 6 Kafka
-unreachable for longer than `kafka.unreachable_timeout_seconds`, 7 Kafka
-(SASL) or the schema registry (HTTP 401) refused the job's credentials (at
-once, no retries; the message names the service, never the secret), 8 the
-runtime cannot run Spark (pyspark or delta-spark not installed; a local Spark
-that does not start: no Java, a jar that cannot be fetched; Spark's JVM
-stopped answering mid-run; Python workers of another Python version), 9 the
-target's storage cannot be used (a folder that cannot be created or written,
-something the job did not create where its tables go), 1 anything else. Each
-ends in one line naming cause and remedy (`jobs.failures` for errors the
-product did not raise itself); the trace is logged at DEBUG.
+Exit statuses: `jobs.exit_statuses` (one table, also the documentation's). Each
+failure ends in one line naming cause and remedy (`jobs.failures` for errors
+the product did not raise itself); the trace is logged at DEBUG.
 
 `main` raises SystemExit with the status (every launcher sees it: the console
 script, `python -m`, a Databricks wheel task, spark-submit); `exit_status`
@@ -46,6 +34,7 @@ from ticdc_delta.exceptions import (
     SparkStartError,
 )
 from ticdc_delta.jobs import config as config_module
+from ticdc_delta.jobs import exit_statuses as exits
 
 log = logging.getLogger("ticdc_delta")
 # A job's lines: its time, level and logger, then the message.
@@ -310,10 +299,10 @@ def exit_status(argv: list[str] | None = None) -> int:
         }[args.command](args)
     except ConfigError as err:
         log.error("configuration error: %s", err)
-        return 2
+        return exits.CONFIG.code
     except SparkStartError as err:
         log.error("%s", err)
-        return 8
+        return exits.SPARK_GONE.code
     except ModuleNotFoundError as err:
         if (err.name or "").split(".")[0] not in _SPARK_MODULES:
             raise
@@ -321,22 +310,22 @@ def exit_status(argv: list[str] | None = None) -> int:
             "%s is not installed in this Python (%s): install ticdc-delta[local] for local runs, or run the job "
             "where Spark provides it (spark-submit, Databricks)", err.name.split(".")[0], sys.executable,
         )
-        return 8
+        return exits.SPARK_GONE.code
     except DecodeError as err:
         log.error("%s (policy.on_bad_message = fail; set it to dead-letter to divert such messages)", err)
-        return 3
+        return exits.BAD_MESSAGE.code
     except LeaseError as err:
         log.error("%s", err)
-        return 5
+        return exits.LEASE.code
     except KafkaUnreachableError as err:
         log.error("%s", err)
-        return 6
+        return exits.KAFKA_UNREACHABLE.code
     except AuthenticationError as err:
         log.error("%s", err)
-        return 7
+        return exits.CREDENTIALS.code
     except MaterializerError as err:
         log.error("%s", err)
-        return 1
+        return exits.OTHER.code
     except Exception as err:  # noqa: BLE001 - Spark's, Delta's, the JVM's: one line, the trace at DEBUG
         from ticdc_delta.jobs.failures import explain
 

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ticdc_delta.apply.spark_errors import error_condition
+from ticdc_delta.jobs import exit_statuses
 
-STORAGE = 9  # jobs/cli.py: the target's storage refused or is in the way
-SPARK_GONE = 8  # the runtime lacks Spark, or its JVM did not start or stopped
-OTHER = 1
+STORAGE = exit_statuses.STORAGE.code  # the target's storage refused or is in the way
+SPARK_GONE = exit_statuses.SPARK_GONE.code  # the runtime lacks Spark, or its JVM did not start or stopped
+OTHER = exit_statuses.OTHER.code
 
 # Delta's and Spark's conditions for a location the job cannot use as its table's.
 _STORAGE_CONDITIONS = {

@@ -22,6 +22,7 @@ from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.replay import REFUSED, Decision, Scan, apply_replay, plan_replay, still_held
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.exceptions import DecodeError
+from ticdc_delta.jobs import exit_statuses
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.pipeline import locator_for
 from ticdc_delta.jobs.topic_reader import TopicReader
@@ -31,7 +32,7 @@ from ticdc_delta.schema_cache.protocols import create_decoder
 
 log = logging.getLogger(__name__)
 
-EXIT_REFUSED = 4
+EXIT_REFUSED = exit_statuses.REPLAY_REFUSED.code
 
 
 @dataclass

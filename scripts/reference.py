@@ -1,7 +1,8 @@
 """The reference pages made from the code, committed so that they read where the repository is read (and
-checked by tests/unit/test_reference_pages.py, which fails when one is stale):
+checked by tests/unit/test_config_reference.py, which fails when one is stale):
 
 - docs/configuration.md's key table, from the configuration's own types (`ticdc_delta.jobs.config_reference`);
+- docs/running.md's exit status table (`ticdc_delta.jobs.exit_statuses`);
 - docs/cli.md, every command's `--help` (`ticdc_delta.jobs.cli.build_parser`).
 
     .venv/bin/python scripts/reference.py            # write both
@@ -17,29 +18,44 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-BEGIN = "<!-- the key table: generated from ticdc_delta.jobs.config_reference by scripts/reference.py; do not edit -->"
-END = "<!-- end of the generated key table -->"
+# Generated blocks in hand-written pages: (page, what, the code's text), each between its markers.
+BLOCKS = {
+    "configuration.md": ("the key table", "ticdc_delta.jobs.config_reference"),
+    "running.md": ("the exit status table", "ticdc_delta.jobs.exit_statuses"),
+}
 # (the help's line width: the same page whatever terminal makes it)
 _COLUMNS = "100"
 _CLI_INTRO = """# Command line
 
 Every command of `ticdc-delta` with its `--help`, generated from the code (`scripts/reference.py`; a test fails
 when this page is stale). The configuration file's keys are in the [Configuration reference](configuration.md);
-a flag overrides the file's key it names. Exit statuses: [Running the job](running.md).
+a flag overrides the file's key it names. Exit statuses: [Running the job](running.md#exit-statuses).
 `ticdc-delta demo` runs in a repository checkout only (its broker and stream are the repository's
 `testbed/`), and is not listed here.
 """
 
 
-def configuration_page(current: str) -> str:
-    """docs/configuration.md with its generated key table as the code makes it now."""
-    from ticdc_delta.jobs import config_reference
+def markers(page: str) -> tuple[str, str]:
+    what, source = BLOCKS[page]
+    return (f"<!-- {what}: generated from {source} by scripts/reference.py; do not edit -->",
+            f"<!-- end of {what} -->")
 
-    if BEGIN not in current or END not in current:
-        raise ValueError(f"docs/configuration.md lost the generated table's markers: {BEGIN} ... {END}")
-    before, rest = current.split(BEGIN, 1)
-    after = rest.split(END, 1)[1]
-    return f"{before}{BEGIN}\n\n{config_reference.table().rstrip()}\n\n{END}{after}"
+
+def block(page: str) -> str:
+    """The generated block of `page` as the code makes it now."""
+    from ticdc_delta.jobs import config_reference, exit_statuses
+
+    return {"configuration.md": config_reference.table, "running.md": exit_statuses.table}[page]()
+
+
+def filled(page: str, current: str) -> str:
+    """`current` (the text of docs/`page`) with its generated block as the code makes it now."""
+    begin, end = markers(page)
+    if begin not in current or end not in current:
+        raise ValueError(f"docs/{page} lost its generated block's markers: {begin} ... {end}")
+    before, rest = current.split(begin, 1)
+    after = rest.split(end, 1)[1]
+    return f"{before}{begin}\n\n{block(page).rstrip()}\n\n{end}{after}"
 
 
 def cli_page() -> str:
@@ -64,8 +80,8 @@ def cli_page() -> str:
 
 def pages() -> dict[Path, str]:
     """{page: its content as the code makes it now}."""
-    configuration = DOCS / "configuration.md"
-    return {configuration: configuration_page(configuration.read_text()), DOCS / "cli.md": cli_page()}
+    made = {DOCS / page: filled(page, (DOCS / page).read_text()) for page in BLOCKS}
+    return {**made, DOCS / "cli.md": cli_page()}
 
 
 def main() -> int:

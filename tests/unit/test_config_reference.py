@@ -59,11 +59,13 @@ def test_the_committed_configuration_table_is_the_one_the_code_makes():
     # Expect: docs/configuration.md holds the generated table as the code makes it now (a changed key, default
     # or meaning without `scripts/reference.py` fails here), once, between its markers.
     reference = _reference_script()
+    for name in reference.BLOCKS:  # (the exit status table in running.md too)
+        page = (DOCS / name).read_text()
+        assert page == reference.filled(name, page), f"docs/{name} is stale: run scripts/reference.py"
     page = (DOCS / "configuration.md").read_text()
-    assert page == reference.configuration_page(page), "docs/configuration.md is stale: run scripts/reference.py"
     assert page.count("| `kafka.bootstrap_servers` |") == 1
-    with pytest.raises(ValueError, match="lost the generated table's markers"):
-        reference.configuration_page(page.replace(reference.END, ""))
+    with pytest.raises(ValueError, match="lost its generated block's markers"):
+        reference.filled("configuration.md", page.replace(reference.markers("configuration.md")[1], ""))
 
 
 @pytest.mark.skipif(sys.version_info[:2] != (3, 13), reason="argparse wraps usage lines differently on other Python "
@@ -76,3 +78,14 @@ def test_the_committed_command_line_page_is_every_commands_help():
     for command in ("run", "status", "replay-dead-letters", "snapshot", "as-of", "tables"):
         assert f"## ticdc-delta {command}\n" in page
     assert "--topic-pattern TOPIC_PATTERN" in page and "## ticdc-delta demo" not in page
+
+
+def test_the_readme_names_every_exit_status_the_code_has():
+    # Expect: the README's list of exit statuses is the code's table's, none left out (0 aside: done).
+    import re
+
+    from ticdc_delta.jobs import exit_statuses
+
+    readme = (DOCS.parent / "README.md").read_text()
+    listed = re.search(r"a documented exit status \(([^)]*)", readme.replace("\n", " "))[1]
+    assert [int(n) for n in re.findall(r"(?:^|, )(\d+) ", listed)] == [s.code for s in exit_statuses.STATUSES[1:]]
