@@ -378,9 +378,17 @@ class KafkaSource:
         return partitions
 
     def refresh_end_offsets(self) -> dict[TopicPartition, int]:
-        """Ask the brokers for every planned partition's end offset now (the Spark engine, continuous mode)."""
+        """Ask the brokers for every planned partition's end offset now (the Spark engine, continuous mode).
+        With `kafka.topic_pattern`, a topic deleted since keeps the end offset noted before (nothing more is
+        read from it) until the job's next look at the topics drops it."""
         for tp in self._next:
-            self._end[tp] = self._offset_range(tp)[1]
+            try:
+                self._end[tp] = self._offset_range(tp)[1]
+            except SourceError as err:
+                cause = err.__cause__.args[0] if isinstance(err.__cause__, KafkaException) and err.__cause__.args else None
+                if not (isinstance(cause, KafkaError) and self._deleted(cause)):
+                    raise
+                log.info("Kafka: %s is gone (deleted upstream): nothing more is read from it", tp)
         return dict(self._end)
 
     def advance(self, offsets: Mapping[TopicPartition, int]) -> None:
@@ -401,8 +409,8 @@ class KafkaSource:
             error = message.error()
             if error is None:
                 delivered.append(message)
-            elif error.code() == KafkaError._PARTITION_EOF:
-                continue
+            elif error.code() == KafkaError._PARTITION_EOF or self._deleted(error):
+                continue  # (a deleted topic: the next look at the topics drops it)
             elif error.fatal() or not error.retriable():
                 raise SourceError(f"reading {message.topic()}[{message.partition()}] failed: {error}")
             else:
@@ -545,15 +553,21 @@ class KafkaSource:
             for error, answered in self._commit_answers:
                 if sorted((p.topic, p.partition, p.offset) for p in answered) != wanted:
                     continue  # the late answer to an earlier commit
-                failed = error or next((p.error for p in answered if p.error is not None), None)
-                if failed is not None:
-                    raise KafkaException(failed)
+                failed = [e for e in (error, *(p.error for p in answered)) if e is not None]
+                if failed and not all(self._deleted(e) for e in failed):
+                    raise KafkaException(failed[0])
+                if failed:  # (the checkpoint holds them; the next look at the topics drops the partitions)
+                    log.info("Kafka: offsets of a topic deleted upstream not committed: %s", failed[0])
                 return
             if time.monotonic() >= deadline:
                 raise KafkaException(KafkaError(
                     KafkaError._TIMED_OUT, f"no answer to the offset commit within {_COMMIT_ANSWER_WAIT:g}s"))
             # (A consumer's poll waits out its timeout when no message comes, answer served or not.)
             self._committer.poll(_COMMIT_POLL_SECONDS)
+
+    def _deleted(self, error: KafkaError) -> bool:
+        """Whether `error` says a topic is gone, and the job reads topics by pattern (where that is no failure)."""
+        return bool(self._config.topic_pattern) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
     def _on_commit(self, error: KafkaError | None, partitions: list[KafkaPartition]) -> None:
         # Served inside the committer's poll, on the calling thread.

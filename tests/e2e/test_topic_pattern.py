@@ -66,12 +66,14 @@ def _wait(what: str, done, seconds: float = 120) -> None:
     raise AssertionError(f"{what}: not within {seconds:g}s")
 
 
-def test_a_topic_created_while_the_job_runs_is_read_from_its_start_and_others_never(spark, kafka, tmp_path, unique, engine):
+def test_a_topic_created_while_the_job_runs_is_read_from_its_start_one_deleted_stops_nothing(spark, kafka, tmp_path, unique, engine):
     # Setup: one topic per table (`<prefix>shop_items`), a topic the pattern does not match, and a continuous
     # job on `<prefix>.*` looking for new topics every second. While it runs, a table is created upstream in a
-    # topic of its own (`<prefix>shop_orders`); then more rows reach both.
+    # topic of its own (`<prefix>shop_orders`); then more rows reach both; then that topic is deleted and a row
+    # reaches the first.
     # Expect: both tables equal upstream, the new one from its CREATE on; the other topic's table never made;
-    # the run that found the topic ended at a checkpoint saying so, and the next went on in the same process;
+    # the run that found the topic (and the one that found it gone) ended at a checkpoint saying so, and the
+    # next went on in the same process;
     # the stop ended it cleanly. (It is also the continuous mode's test of waves applied while the job runs;
     # test_metrics_and_status.py's continuous test reads a list of topics.)
     prefix, target = f"tp-{unique}-", str(tmp_path)
@@ -112,13 +114,19 @@ def test_a_topic_created_while_the_job_runs_is_read_from_its_start_and_others_ne
         topics.publish(items, f"{prefix}shop_items")
         topics.publish(orders, f"{prefix}shop_orders")
         _wait("both tables' later rows", lambda: (_rows_of(spark, target, "items"), _rows_of(spark, target, "orders")) == (30, 15))
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+        admin.delete_topics([f"{prefix}shop_orders"])[f"{prefix}shop_orders"].result(30)
+        with items.transaction() as txn:
+            txn.insert("shop", "items", item(30))
+        topics.publish(items, f"{prefix}shop_items")
+        _wait("a row after a topic's deletion", lambda: _rows_of(spark, target, "items") == 31)
     finally:
         stop.set()
         job.join(120)
     assert not job.is_alive()
     assert_table(spark, target, items, "shop", "items", ITEMS_DDL)
     assert_table(spark, target, orders, "shop", "orders", ITEMS_DDL)
-    assert [r.topics_changed for r in results] == [f"new topics {prefix}shop_orders", ""]
+    assert [r.topics_changed for r in results] == [f"new topics {prefix}shop_orders", f"deleted topics {prefix}shop_orders", ""]
     assert not (tmp_path / "other").exists() and sorted(p.name for p in (tmp_path / "shop").iterdir()) == ["items", "orders"]
 
 
