@@ -114,7 +114,18 @@ def _as_of_parser(sub) -> None:
     point.add_argument("--commit-ts", type=int, help="an upstream commitTs (TSO)")
     point.add_argument("--time", help="an upstream time, ISO 8601 (without a zone: UTC)")
     as_of.add_argument("--tables", help="<database>.<table>, comma-separated (default: the consumer's tables)")
+    as_of.epilog = ("Reads as of a commitTs older than maintenance.vacuum_retain_hours (default 168) may fail: VACUUM "
+                    "removed the files of older versions.")
     as_of.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _maintain_parser(sub) -> None:
+    maintain = sub.add_parser(
+        "maintain", help="compact (OPTIMIZE) and vacuum the consumer's tables now, as [maintenance] says, with no time budget"
+    )
+    _job_flags(maintain)
+    maintain.add_argument("--tables", help="<database>.<table> names or shell patterns, comma-separated (default: all)")
+    maintain.add_argument("--json", action="store_true", help="print JSON")
 
 
 def _tables_parser(sub) -> None:
@@ -200,6 +211,13 @@ def _command_status(args: argparse.Namespace) -> int:
     return print_status(config_module.load(args.config, _overrides(args)), as_json=args.json)
 
 
+def _command_maintain(args: argparse.Namespace) -> int:
+    from ticdc_delta.jobs.maintain import parse_tables, print_maintain
+
+    config = config_module.load(args.config, _overrides(args))
+    return print_maintain(config, parse_tables(args.tables), as_json=args.json)
+
+
 def _command_tables(args: argparse.Namespace) -> int:
     from ticdc_delta.jobs.tables import print_tables
 
@@ -273,6 +291,7 @@ def build_parser(*, demo: bool | None = None) -> argparse.ArgumentParser:
     _snapshot_parser(sub)
     _as_of_parser(sub)
     _tables_parser(sub)
+    _maintain_parser(sub)
     if _demo_available() if demo is None else demo:  # (listed only where it runs: a checkout, not the installed wheel)
         demo = sub.add_parser("demo", help="local Kafka + sample stream + the job until idle, then print the tables")
         demo.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
@@ -295,6 +314,7 @@ def exit_status(argv: list[str] | None = None) -> int:
             "snapshot": _command_snapshot,
             "as-of": _command_as_of,
             "tables": _command_tables,
+            "maintain": _command_maintain,
             "demo": _command_demo,
         }[args.command](args)
     except ConfigError as err:

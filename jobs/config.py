@@ -270,6 +270,27 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class MaintenanceConfig:
+    # Every this many batches (continuous rounds) the job compacts (OPTIMIZE) the data tables with at least
+    # `min_files` files and vacuums them (VACUUM), within `budget_seconds` a pass, going on from where the last
+    # pass stopped; 0: never in the job (`ticdc-delta maintain` does it on demand).
+    every_batches: int = 0
+    min_files: int = 32
+    budget_seconds: float = 60.0
+    # VACUUM keeps files a snapshot newer than this still uses: reads as of an older commitTs fail.
+    vacuum_retain_hours: float = 168.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.every_batches, int) or isinstance(self.every_batches, bool) or self.every_batches < 0:
+            raise ConfigError(f"maintenance.every_batches: must be a whole number of at least 0, got {self.every_batches!r}")
+        _require_count("maintenance.min_files", self.min_files)
+        require_positive("maintenance.budget_seconds", self.budget_seconds)
+        if isinstance(self.vacuum_retain_hours, bool) or not isinstance(self.vacuum_retain_hours, (int, float)) \
+                or self.vacuum_retain_hours < 0:
+            raise ConfigError(f"maintenance.vacuum_retain_hours: must be a number of at least 0, got {self.vacuum_retain_hours!r}")
+
+
+@dataclass(frozen=True)
 class HistoryConfig:
     # Tables that keep SCD type 2 history (apply.history): `database.table` names or shell
     # patterns (`shop.*`). Needs a commitTs-ordered protocol (not avro).
@@ -351,6 +372,7 @@ class Config:
     # How TiDB types without one obvious Spark type land (schema_cache.types).
     types: TypeOptions = TypeOptions()
     history: HistoryConfig = HistoryConfig()
+    maintenance: MaintenanceConfig = MaintenanceConfig()
     # {key path: environment variable} of each value the file gave as `{ env = "NAME" }` (jobs.config_references)
     references: Mapping[tuple[str, ...], str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -426,8 +448,9 @@ _SECTIONS = {
     "types": TypeOptions,
     "registry": RegistryOptions,
     "checkpoint": CheckpointConfig,
-    # The newest section: listed last where sections are listed (error messages).
     "history": HistoryConfig,
+    # The newest section: listed last where sections are listed (error messages).
+    "maintenance": MaintenanceConfig,
 }
 _REQUIRED_SECTIONS = ("kafka", "target")
 

@@ -30,6 +30,7 @@ _SECTIONS = (
     ("spark", config.SparkConfig),
     ("types", TypeOptions),
     ("history", config.HistoryConfig),
+    ("maintenance", config.MaintenanceConfig),
 )
 # Shown instead of a default that is no value a user would write.
 _REQUIRED = {"kafka.topics": "(required)", "kafka.topic_pattern": "(or this)"}
@@ -87,6 +88,10 @@ MEANINGS: dict[str, str] = {
     "metrics.table": "append each batch's record to the `metrics` table among the product's own tables (the JSON log line is written either way)",
     "metrics.flush_seconds": "records wait in memory until the oldest has waited this long, then all are appended in one commit; the rest when the run ends (a crash loses at most this much)",
     "checkpoint.keep": "newest checkpoints kept per consumer (besides the one `replay-dead-letters` starts from while a dead letter waits)",
+    "maintenance.every_batches": "every this many batches (continuous rounds) the job compacts and vacuums its data tables (see \"Maintenance\" in Operations); 0: never in the job, `ticdc-delta maintain` does it on demand",
+    "maintenance.min_files": "a table is compacted (OPTIMIZE) once its current snapshot has at least this many files",
+    "maintenance.budget_seconds": "the job's pass stops starting tables after this long (the next pass goes on from there), so that freshness holds; `maintain` has none",
+    "maintenance.vacuum_retain_hours": "VACUUM keeps the files snapshots of the last this many hours use: reads as of an older commitTs (`as-of`, time travel) fail. Below 168 (Delta's default) the job turns Delta's retention check off for its VACUUM",
     "checkpoint.cleanup_every": "every this many batches the job deletes older checkpoints, compacts the table (OPTIMIZE) and vacuums it (VACUUM LITE; files it stopped using are kept an hour)",
     "spark.master": "only when the job creates the Spark session itself",
     "spark.conf": "extra Spark settings, only when the job creates the session; `spark.driver.extraJavaOptions` is added after the product's own JVM options (a garbage collector named there replaces the product's)",

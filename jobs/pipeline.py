@@ -36,6 +36,7 @@ from ticdc_delta.apply.gate import Gate, gate_for
 from ticdc_delta.apply.lease import ConsumerLease, committing_processes
 from ticdc_delta.apply.lease_store import DeltaLeaseStore
 from ticdc_delta.apply.locator import CatalogLocator, PathLocator, TableLocator
+from ticdc_delta.apply.maintenance import TableMaintenance
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.metrics_table import BatchRecord, MetricsTable
 from ticdc_delta.apply.sql_session import SqlSession
@@ -111,6 +112,7 @@ class Pipeline:
         metrics: MetricsRecorder | None = None,
         progress: ProgressLine | None = None,
         lease: ConsumerLease | None = None,
+        maintenance: TableMaintenance | None = None,
     ) -> None:
         self._config = config
         self._consumer_id = config.kafka.group_id
@@ -137,6 +139,9 @@ class Pipeline:
         self._applied_ts: int | None = None  # upstream commitTs through which the tables are applied
         self._tables_touched: set[TableName] = set()
         self._opened: dict[str, list[int]] = {}  # the partitions read, per topic
+        # Data tables compacted and vacuumed every `maintenance.every_batches` batches (None: never in the job):
+        # those this run wrote (a table nothing was written to gains no file; `ticdc-delta maintain` does all)
+        self._maintenance = maintenance
 
     @classmethod
     def from_config(
@@ -167,6 +172,7 @@ class Pipeline:
         sql.guard_writes(lease.check)
         decoder = create_decoder(config.protocol, config.types)
         times = PhaseTimes()
+        registry = TableRegistry(sql, locator, config.kafka.group_id)
         writer = DeltaWriter(sql, locator, times, table_features=config.target.table_features,
                              small_merges=small_merges_of(config.target))
         run = config.run
@@ -193,7 +199,7 @@ class Pipeline:
                 Tombstones(sql, locator),
                 decoder.ordering,
                 times,
-                registry=TableRegistry(sql, locator, config.kafka.group_id),
+                registry=registry,
                 history=config.history.choice(),
                 concurrency=run.apply_concurrency,
                 inserts_are_new=decoder.inserts_are_new and run.append_new_keys,
@@ -210,6 +216,9 @@ class Pipeline:
             ),
             progress=progress,
             lease=lease,
+            maintenance=TableMaintenance(sql, locator, min_files=config.maintenance.min_files,
+                                         retain_hours=config.maintenance.vacuum_retain_hours)
+            if config.maintenance.every_batches else None,
         )
 
     def run(self) -> RunResult:
@@ -431,6 +440,11 @@ class Pipeline:
             with self._times.phase("checkpoint_cleanup"):
                 self._checkpoints.clean_up(self._consumer_id, self._batch)
                 self._intake.clean_up(self._checkpoints.retention)
+        every = self._config.maintenance.every_batches
+        if self._maintenance is not None and every and self._batch % every == 0:
+            with self._times.phase("maintenance"):
+                self._maintenance.run(sorted(self._tables_touched, key=lambda t: (t.database, t.table)),
+                                      self._config.maintenance.budget_seconds)
 
     def _bad_message(self, err: DecodeError, *, errors: list[DecodeError]) -> None:
         if self._config.policy.on_bad_message == "fail":

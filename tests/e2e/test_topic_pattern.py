@@ -12,8 +12,9 @@ from confluent_kafka.admin import AdminClient
 
 from testbed.changefeed import Changefeed
 from testbed.tables import column
-from tests.support import assert_table, job_config, publish, run_job, table_frame
+from tests.support import assert_table, job_config, publish, table_frame
 from tests.workloads import ITEMS_DDL, item, items_feed
+from ticdc_delta.exceptions import SourceError
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.pipeline import runs
 
@@ -74,7 +75,8 @@ def test_a_topic_created_while_the_job_runs_is_read_from_its_start_one_deleted_s
     # Expect: both tables equal upstream, the new one from its CREATE on; the other topic's table never made;
     # the run that found the topic (and the one that found it gone) ended at a checkpoint saying so, and the
     # next went on in the same process;
-    # the stop ended it cleanly. (It is also the continuous mode's test of waves applied while the job runs;
+    # the stop ended it cleanly; what status covers is the matching topics left, and a pattern matching none is
+    # one line. (It is also the continuous mode's test of waves applied while the job runs;
     # test_metrics_and_status.py's continuous test reads a list of topics.)
     prefix, target = f"tp-{unique}-", str(tmp_path)
     topics = _Topics(kafka)
@@ -91,8 +93,16 @@ def test_a_topic_created_while_the_job_runs_is_read_from_its_start_one_deleted_s
     config = job_config(kafka, [], target, f"g-{unique}", engine=engine,
                         kafka={"topics": [], "topic_pattern": f"{prefix}.*", "topic_refresh_seconds": 1.0},
                         run={"mode": "continuous", "batch_max_seconds": 1.0})
-    stop, results = threading.Event(), []
-    job = threading.Thread(target=lambda: results.extend(runs(config, spark, stop=stop)))
+    stop, results, failures = threading.Event(), [], []
+
+    def run() -> None:
+        try:
+            results.extend(runs(config, spark, stop=stop))
+        except BaseException as err:
+            failures.append(err)
+            raise
+
+    job = threading.Thread(target=run)
     job.start()
     try:
         _wait("the first topic's rows", lambda: _rows_of(spark, target, "items") == 20)
@@ -123,51 +133,22 @@ def test_a_topic_created_while_the_job_runs_is_read_from_its_start_one_deleted_s
     finally:
         stop.set()
         job.join(120)
-    assert not job.is_alive()
+    assert not job.is_alive() and failures == []
     assert_table(spark, target, items, "shop", "items", ITEMS_DDL)
     assert_table(spark, target, orders, "shop", "orders", ITEMS_DDL)
-    assert [r.topics_changed for r in results] == [f"new topics {prefix}shop_orders", f"deleted topics {prefix}shop_orders", ""]
+    # (a third run, unless the stop came before the look that found the topic gone, whose run then ended)
+    changes = [r.topics_changed for r in results]
+    assert changes[:2] == [f"new topics {prefix}shop_orders", f"deleted topics {prefix}shop_orders"] and changes[2:] in ([], [""])
     assert not (tmp_path / "other").exists() and sorted(p.name for p in (tmp_path / "shop").iterdir()) == ["items", "orders"]
-
-
-def test_a_deleted_topic_does_not_stop_the_next_run_and_status_covers_every_matching_topic(spark, kafka, tmp_path, unique):
-    # Setup: two tables in topics of their own, read by pattern until idle; then one topic is deleted upstream
-    # and the other gets more rows.
-    # Expect: the next run reads what is left, the table of the deleted topic stays as it was; the consumer's
-    # position covers the partitions of every matching topic, and a pattern matching nothing is one line.
-    prefix, target, group = f"gone-{unique}-", str(tmp_path), f"g-{unique}"
-    items, orders = items_feed(), _orders_feed()
-    for feed, table in ((items, "items"), (orders, "orders")):
-        with feed.transaction() as txn:
-            for i in range(4):
-                txn.insert("shop", table, item(i))
-        publish(kafka, f"{prefix}shop_{table}", feed.messages)
-    pattern = {"topics": [], "topic_pattern": f"{prefix}shop_.*"}
-    run_job(spark, kafka, [], target, group, kafka=pattern)
-    config = job_config(kafka, [], target, group, kafka=pattern)
-    source = KafkaSource(config.kafka)
+    source = KafkaSource(config.kafka)  # (what `status` and its lag cover: every matching topic now)
     try:
-        assert source.partitions() == {f"{prefix}shop_items": [0, 1, 2], f"{prefix}shop_orders": [0, 1, 2]}
+        assert source.partitions() == {f"{prefix}shop_items": [0, 1, 2]}
     finally:
         source.close()
-
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
-    admin.delete_topics([f"{prefix}shop_orders"])[f"{prefix}shop_orders"].result(30)
-    later = len(items.messages)
-    with items.transaction() as txn:
-        txn.insert("shop", "items", item(10))
-    publish(kafka, f"{prefix}shop_items", items.messages[later:])
-    _wait("the topic's deletion", lambda: f"{prefix}shop_orders" not in admin.list_topics(timeout=10).topics, 60)
-
-    result = run_job(spark, kafka, [], target, group, kafka=pattern)
-
-    assert result.rows_applied == 1 and result.waiting == 0
-    assert_table(spark, target, items, "shop", "items", ITEMS_DDL)
-    assert_table(spark, target, orders, "shop", "orders", ITEMS_DDL)
-    nothing = job_config(kafka, [], target, group, kafka={"topics": [], "topic_pattern": f"none-{unique}.*"})
+    nothing = job_config(kafka, [], target, f"g-{unique}", kafka={"topics": [], "topic_pattern": f"none-{unique}.*"})
     source = KafkaSource(nothing.kafka)
     try:
-        with pytest.raises(Exception, match=rf"kafka.topic_pattern: no topic matches 'none-{unique}\.\*' at "):
+        with pytest.raises(SourceError, match=rf"kafka.topic_pattern: no topic matches 'none-{unique}\.\*' at "):
             source.partitions()
     finally:
         source.close()
