@@ -105,19 +105,26 @@ def bench_yarn(args, lake) -> None:
             _unset_variable(lake, yarn, submit, work)
 
 
-def _measured(lake, yarn, submit, work: Path, tables: int, count: int) -> None:
-    topic, target = "yarn-measured", work / "lake"
+def _created_then_published(lake, yarn, submit, work: Path, label: str, tables: int, count: int, seed: int):
+    """A submission creating `tables` tables (one row each) in `work/lake-<label>`, then `count` row events
+    published: (the configuration, the model of the tables after both)."""
+    topic, target = f"yarn-{label}", work / f"lake-{label}"
     first = one_row_each(tables)
     lake.publish(topic, first)
-    config = _config(lake, topic, target, work, "job.toml")
-    status, wall, app = submit("create", config, work / "events-create")
+    config = _config(lake, topic, target, work, f"{label}.toml")
+    status, _, app = submit(f"{label}-create", config, work / f"events-{label}-create")
     _require(status, yarn, app, "the creating run")
-    stream = streams.build(count, max(count // 10, tables), tables=tables, partitions=_PARTITIONS, seed=31,
+    stream = streams.build(count, max(count // 10, tables), tables=tables, partitions=_PARTITIONS, seed=seed,
                            first_commit_ts=streams.FIRST_COMMIT_TS << 1)
     lake.publish(topic, stream)
+    return config, target, merged(first, stream)
+
+
+def _measured(lake, yarn, submit, work: Path, tables: int, count: int) -> None:
+    config, target, model = _created_then_published(lake, yarn, submit, work, "measured", tables, count, 31)
     status, wall, app = submit("measured", config, work / "events-measured")
     _require(status, yarn, app, "the measured run")
-    check_tables(lake.spark, target, merged(first, stream))
+    check_tables(lake.spark, target, model)
     batch = _batch_seconds(yarn, app)
     decoders = _decoders(work / "events-measured")
     print(f"  cluster deploy mode: spark-submit exited 0 in {wall:.1f}s, batch {batch:.1f}s "
@@ -126,15 +133,7 @@ def _measured(lake, yarn, submit, work: Path, tables: int, count: int) -> None:
 
 
 def _driver_killed(args, lake, yarn, submit, work: Path, tables: int, count: int) -> None:
-    topic, target = "yarn-killed", work / "lake-killed"
-    first = one_row_each(tables)
-    lake.publish(topic, first)
-    config = _config(lake, topic, target, work, "killed.toml")
-    status, _, app = submit("killed-create", config, work / "events-killed-create")
-    _require(status, yarn, app, "the creating run")
-    stream = streams.build(count, max(count // 10, tables), tables=tables, partitions=_PARTITIONS, seed=32,
-                           first_commit_ts=streams.FIRST_COMMIT_TS << 1)
-    lake.publish(topic, stream)
+    config, target, model = _created_then_published(lake, yarn, submit, work, "killed", tables, count, 32)
     events = work / "events-killed"
     killed: list[str] = []
 
@@ -150,7 +149,7 @@ def _driver_killed(args, lake, yarn, submit, work: Path, tables: int, count: int
     status, wall, app = submit("killed", config, events)
     watcher.join()
     _require(status, yarn, app, "the run whose driver was killed")
-    check_tables(lake.spark, target, merged(first, stream))
+    check_tables(lake.spark, target, model)
     attempts = len({p.name.split("_")[3] for p in yarn.container_logs(app).values()})
     print(f"  the driver's container killed {args.yarn_kill_after:.0f}s into the decoding job "
           f"({'application master ' + ', '.join(killed) if killed else 'never: no decoding job seen'}): YARN ran "
