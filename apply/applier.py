@@ -40,6 +40,7 @@ from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.merge_source import MergeSource, SourceRows
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.points import AppliedPoint, PendingBackfill
+from ticdc_delta.apply.routing import Routes
 from ticdc_delta.apply.table_pool import TablePool
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Removal, Tombstones
@@ -123,9 +124,12 @@ class Applier:
         history: HistoryChoice | None = None,
         concurrency: int = 1,
         inserts_are_new: bool = False,
+        routes: Routes | None = None,
     ) -> None:
         """`concurrency`: how many tables' changes are merged at once (`apply.table_pool`). `inserts_are_new`:
-        the protocol's INSERT is always of a key upstream lacked (`Decoder.inserts_are_new`)."""
+        the protocol's INSERT is always of a key upstream lacked (`Decoder.inserts_are_new`). `routes`: which
+        tables are materialized and under which names (`apply.routing`; none: all, under their own)."""
+        self.routes = routes or Routes()
         self._ordering = ordering
         self._inserts_are_new = inserts_are_new and ordering is Ordering.COMMIT_TS
         self._history = history or HistoryChoice()
@@ -145,6 +149,13 @@ class Applier:
     @property
     def _writer(self) -> DeltaWriter:
         return self._pool.writer()
+
+    def materialized(self) -> list[TableName]:
+        """The tables this consumer's registry holds, history tables left out (`Routes.restore`)."""
+        names = set(self._registry.tables()) if self._registry is not None else set()
+        suffix = self._history.database_suffix
+        return [t for t in names
+                if not (t.database.endswith(suffix) and TableName(t.database[:-len(suffix)], t.table) in names)]
 
     def close(self) -> None:
         """Stop the threads of the table pool (the applier takes no more batches)."""
@@ -168,6 +179,10 @@ class Applier:
         a replay and be skipped.
         """
         self._summary = ApplySummary()
+        if self.routes:
+            # From here on every name is the target's.
+            events = self.routes.routed(events)
+            holds = self.routes.held(holds or {})
         self._read_states(events)
         if self._registry is not None:
             self._register_new_tables(events)

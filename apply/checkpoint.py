@@ -46,6 +46,8 @@ _COLUMNS = (
     ("consumer", "STRING"), ("batch", "BIGINT"), ("saved_at", "TIMESTAMP"),
     ("offsets", "STRING"), ("watermarks", "STRING"), ("decoder_state", "BINARY"),
 )
+# Written only by jobs with `[[tables]]` rules (`apply.routing`): a table of an earlier release gets it then.
+_ROUTES = ("routes", "STRING")
 
 # Only the product reads this table, and only its newest snapshot, in statements
 # that take seconds (`load`: the newest checkpoint, or the newest saved before a
@@ -72,6 +74,7 @@ class Checkpoint:
     watermarks: Mapping[TopicPartition, int]
     decoder_state: bytes
     saved_at: dt.datetime | None = None  # when it was saved (set on loaded checkpoints)
+    routes: str | None = None  # the routes taken so far (`Routes.saved`); None: none recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +155,7 @@ class CheckpointStore:
             watermarks=_decode_tp_map(row["watermarks"]),
             decoder_state=bytes(row["decoder_state"]),
             saved_at=row["saved_at"],
+            routes=row.asDict().get("routes"),
         )
 
     def save(self, checkpoint: Checkpoint) -> None:
@@ -163,12 +167,16 @@ class CheckpointStore:
             _encode_tp_map(checkpoint.watermarks),
             checkpoint.decoder_state,
         )
+        columns, routed = _COLUMNS, checkpoint.routes is not None
+        if routed:
+            columns, row = (*_COLUMNS, _ROUTES), (*row, checkpoint.routes)
         # No idempotent-write pair: it makes Delta reconstruct the table's state
         # on every commit (about 0.4 s each), and a save repeated after a crash
         # only adds an identical row for the same batch. By column name: tables
         # written by earlier releases have more columns. The first save to a new
         # target creates the table with its row (one commit, not two).
-        append_internal_rows(self._sql, self._locator, _TABLE, _COLUMNS, [row], exists=self._created, what="save checkpoint")
+        append_internal_rows(self._sql, self._locator, _TABLE, columns, [row], exists=self._created,
+                             what="save checkpoint", add_missing_columns=routed)
         self._created = True
 
     # --- keeping the table bounded ------------------------------------------------------------

@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 from ticdc_delta.apply.delta_rs import local_path
 from ticdc_delta.apply.delta_rs import unavailable as delta_rs_unavailable
 from ticdc_delta.apply.history import HistoryChoice
+from ticdc_delta.apply.routing import TableRule, rules_of
 from ticdc_delta.apply.table_features import COMPATIBLE
 from ticdc_delta.apply.table_features import SETTINGS as TABLE_FEATURE_SETTINGS
 from ticdc_delta.exceptions import ConfigError
@@ -373,6 +374,8 @@ class Config:
     types: TypeOptions = TypeOptions()
     history: HistoryConfig = HistoryConfig()
     maintenance: MaintenanceConfig = MaintenanceConfig()
+    # [[tables]]: which upstream tables are materialized, and under which names (apply.routing)
+    tables: tuple[TableRule, ...] = ()
     # {key path: environment variable} of each value the file gave as `{ env = "NAME" }` (jobs.config_references)
     references: Mapping[tuple[str, ...], str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -414,6 +417,7 @@ class Config:
                       "class_data_sharing": self.spark.class_data_sharing},
             "types": dataclasses.asdict(self.types),
             "history": dataclasses.asdict(self.history),
+            "tables": [{"match": list(r.match), "target": r.target, "skip": r.skip} for r in self.tables],
         }
         if self.registry is not None:
             registry = dataclasses.asdict(self.registry)
@@ -449,8 +453,9 @@ _SECTIONS = {
     "registry": RegistryOptions,
     "checkpoint": CheckpointConfig,
     "history": HistoryConfig,
-    # The newest section: listed last where sections are listed (error messages).
     "maintenance": MaintenanceConfig,
+    # The newest section: listed last where sections are listed (error messages).
+    "tables": None,  # [[tables]]: an array of rules (apply.routing.rules_of)
 }
 _REQUIRED_SECTIONS = ("kafka", "target")
 
@@ -496,7 +501,8 @@ def from_mapping(values: Mapping[str, Any]) -> Config:
             raise ConfigError(f"{name}: section is required")
     sections = {name: _section(name, section) for name, section in values.items() if _SECTIONS[name] is not None}
     sections.pop("registry", None)
-    return Config(**sections, protocol=_protocol(values), references=references)
+    rules = rules_of(values["tables"]) if "tables" in values else ()
+    return Config(**sections, protocol=_protocol(values), tables=rules, references=references)
 
 
 def load(path: str | None, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Config:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ticdc_delta.apply.routing import TableRule
 from ticdc_delta.jobs import config
 from ticdc_delta.schema_cache import protocols
 from ticdc_delta.schema_cache.options import ProtocolOptions
@@ -31,9 +32,10 @@ _SECTIONS = (
     ("types", TypeOptions),
     ("history", config.HistoryConfig),
     ("maintenance", config.MaintenanceConfig),
+    ("tables", TableRule),  # [[tables]]: each rule's keys
 )
 # Shown instead of a default that is no value a user would write.
-_REQUIRED = {"kafka.topics": "(required)", "kafka.topic_pattern": "(or this)"}
+_REQUIRED = {"kafka.topics": "(required)", "kafka.topic_pattern": "(or this)", "tables.match": "(required)"}
 _UNSET = "–"
 
 MEANINGS: dict[str, str] = {
@@ -92,6 +94,9 @@ MEANINGS: dict[str, str] = {
     "maintenance.min_files": "a table is compacted (OPTIMIZE) once its current snapshot has at least this many files",
     "maintenance.budget_seconds": "the job's pass stops starting tables after this long (the next pass goes on from there), so that freshness holds; `maintain` has none",
     "maintenance.vacuum_retain_hours": "VACUUM keeps the files snapshots of the last this many hours use: reads as of an older commitTs (`as-of`, time travel) fail. Below 168 (Delta's default) the job turns Delta's retention check off for its VACUUM",
+    "tables.match": "`[[tables]]` rules, matched in order, the first match deciding: a `database.table` name or shell pattern (`shop.*`), or a list of them. A table no rule matches is materialized under its own name. See \"Choosing and naming tables\" in Operations",
+    "tables.target": "the matched table's name: a template of `{database}` and `{table}` with one `.` between the database (schema) part and the table part, e.g. `raw_{database}.{table}`; one upstream table per target (two routed to one name: exit 2)",
+    "tables.skip": "`true`: the matched tables are not materialized (their changes are read and passed over)",
     "checkpoint.cleanup_every": "every this many batches the job deletes older checkpoints, compacts the table (OPTIMIZE) and vacuums it (VACUUM LITE; files it stopped using are kept an hour)",
     "spark.master": "only when the job creates the Spark session itself",
     "spark.conf": "extra Spark settings, only when the job creates the session; `spark.driver.extraJavaOptions` is added after the product's own JVM options (a garbage collector named there replaces the product's)",
@@ -126,6 +131,8 @@ def keys() -> list[Key]:
             found += _protocol_keys()
             continue
         for field in dataclasses.fields(holder):
+            if field.metadata.get("internal"):
+                continue
             found.append(Key(f"{section}.{field.name}", _shown(f"{section}.{field.name}", _default(field))))
     return found
 

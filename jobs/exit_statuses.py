@@ -24,8 +24,9 @@ OTHER = ExitStatus(
     "the one line names it; `--log-level DEBUG` logs the trace")
 CONFIG = ExitStatus(
     2, "a bad configuration: an unknown key or section, a value not allowed, a missing required key, an "
-    "environment variable a `{ env = \"NAME\" }` value names that is not set",
-    "fix the key the line names (docs/configuration.md)")
+    "environment variable a `{ env = \"NAME\" }` value names that is not set; `[[tables]]` rules that send two "
+    "tables to one name, move a table already made, or split a RENAME between a skipped and a materialized name",
+    "fix the key the line names (docs/configuration.md; for rules, Operations' \"Choosing and naming tables\")")
 BAD_MESSAGE = ExitStatus(
     3, "a message that cannot be decoded, under `policy.on_bad_message = \"fail\"`; the line names its topic, "
     "partition, offset and cause",

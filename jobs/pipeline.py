@@ -39,6 +39,7 @@ from ticdc_delta.apply.locator import CatalogLocator, PathLocator, TableLocator
 from ticdc_delta.apply.maintenance import TableMaintenance
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.metrics_table import BatchRecord, MetricsTable
+from ticdc_delta.apply.routing import Routes
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.apply.tombstones import Tombstones
@@ -203,6 +204,7 @@ class Pipeline:
                 history=config.history.choice(),
                 concurrency=run.apply_concurrency,
                 inserts_are_new=decoder.inserts_are_new and run.append_new_keys,
+                routes=Routes(config.tables),
             ),
             checkpoints=CheckpointStore(sql, locator, Retention(config.checkpoint.keep, config.checkpoint.cleanup_every)),
             dead_letters=DeadLetterTable(sql, locator, config.kafka.group_id),
@@ -247,6 +249,8 @@ class Pipeline:
             log.info("resuming %s from checkpoint batch %d", self._consumer_id, checkpoint.batch)
             self._decoder.restore(checkpoint.decoder_state)
             self._batch = checkpoint.batch
+            if self._applier.routes or checkpoint.routes is not None:
+                self._applier.routes.restore(checkpoint.routes, self._applier.materialized)
         partitions = self._intake.open(checkpoint.offsets if checkpoint else None)
         self._opened = partitions
         self._gate = self._gate_factory(self._decoder.ordering, partitions)
@@ -427,6 +431,7 @@ class Pipeline:
                     offsets=offsets,
                     watermarks=watermarks,
                     decoder_state=self._decoder.state(),
+                    routes=self._applier.routes.saved() if self._applier.routes else None,
                 )
             )
         with self._times.phase("kafka_commit"):

@@ -29,6 +29,7 @@ from ticdc_delta.apply.merge_source import SourceFrame
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.points import AppliedPoint
 from ticdc_delta.apply.progress import applied_history
+from ticdc_delta.apply.routing import Routes
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.exceptions import ConfigError, InvalidMessage, MaterializerError
@@ -90,6 +91,7 @@ class SnapshotLoader:
         locator = self._locator = locator_for(config)
         self._writer = DeltaWriter(self._sql, locator, PhaseTimes(), table_features=config.target.table_features)
         self._registry = TableRegistry(self._sql, locator, config.kafka.group_id)
+        self._routes = Routes(config.tables)
 
     def _files(self) -> dict[str, str]:
         """The export folder's files: name -> full path, every one (Hadoop's listing of the folder)."""
@@ -138,7 +140,9 @@ class SnapshotLoader:
         return outcomes
 
     def _load_table(self, table: ExportTable, codec: RowCodec, tso: int, files: dict[str, str]) -> TableOutcome:
-        name = codec.schema.name
+        name = self._routes.route(codec.schema.name)  # where the job puts it
+        if name is None:
+            return TableOutcome(str(codec.schema.name), "skipped", "the [[tables]] rules skip it")
         progress = self._writer.progress(name)
         applied = progress.point.ts if progress.point is not None and not progress.point.offsets else None
         if progress.snapshot_loading is None and applied is not None and applied >= tso:

@@ -82,7 +82,7 @@ def job_config(kafka, topic: str | list[str], target_path: str, group: str, /, *
         "run": {"mode": "until-idle", "batch_max_seconds": 2.0, "idle_timeout_seconds": 15.0, "engine": engine},
     }
     for name, section in sections.items():
-        values[name] = {**values.get(name, {}), **section}
+        values[name] = section if isinstance(section, list) else {**values.get(name, {}), **section}  # ([[tables]])
     return config_module.from_mapping(values)
 
 

@@ -42,6 +42,12 @@ def test_every_listed_key_is_one_the_configuration_accepts(key):
     values = {"kafka": {"topics": ["t"]}, "target": {"path": "/tmp/lake"}}
     if key in ("kafka.topics", "kafka.topic_pattern"):
         return  # the keys of which one must be set: topics is, above
+    if section == "tables":  # an array of rules: each rule's keys
+        rule = config.from_mapping({**values, "tables": [{"match": "a.b"}]}).tables[0]
+        assert name in {f.name for f in dataclasses.fields(rule)}
+        with pytest.raises(ConfigError):
+            config.from_mapping({**values, "tables": [{"match": "a.b", f"{name}_not_a_key": 1}]})
+        return
     section_type = type(getattr(config.from_mapping(values), section))
     assert name in {f.name for f in dataclasses.fields(section_type)}
     with pytest.raises(ConfigError):

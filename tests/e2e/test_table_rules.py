@@ -1,0 +1,68 @@
+"""The `[[tables]]` rules on the real broker and real Delta tables: which upstream tables are materialized and
+under which names, a RENAME following the routed name, the routes kept across runs, a rule change that would
+move a table refused at start. The rules' own checks and every refusal: tests/unit/test_routing.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.tables import column
+from tests.support import assert_table, job_config, publish, run_job
+from tests.workloads import ITEMS_DDL, item, items_feed
+from ticdc_delta.exceptions import ConfigError
+from ticdc_delta.jobs.pipeline import Pipeline
+
+pytestmark = pytest.mark.e2e
+
+RULES = [
+    {"match": "shop.audit_*", "skip": True},
+    {"match": "shop.*", "target": "raw_{database}.t_{table}"},
+]
+LEADS_DDL = "id INT, who STRING"
+
+
+def test_tables_land_where_the_rules_say_a_rename_follows_and_a_moving_rule_is_refused(spark, kafka, tmp_path, unique, engine):
+    # Setup: shop.items and shop.orders (routed to raw_shop.t_*), shop.audit_log (skipped) and crm.leads (no rule:
+    # its own name) with rows; a run; then shop.orders renamed upstream to shop.orders_v2, more rows, a second run;
+    # then a third run whose rules would put the shop tables elsewhere.
+    topic, target, group = f"rules-{unique}", str(tmp_path), f"g-{unique}"
+    feed = items_feed()
+    feed.create_table("shop", "orders", [column("id", "int", nullable=False), column("name", "varchar", length=64),
+                                         column("price", "decimal", length=10, decimal=2),
+                                         column("updated", "timestamp", decimal=6)], primary_key=["id"])
+    feed.create_table("shop", "audit_log", [column("id", "int", nullable=False), column("who", "varchar", length=32)],
+                      primary_key=["id"])
+    feed.create_table("crm", "leads", [column("id", "int", nullable=False), column("who", "varchar", length=32)],
+                      primary_key=["id"])
+    for i in range(6):
+        with feed.transaction() as txn:
+            txn.insert("shop", "items", item(i))
+            txn.insert("shop", "orders", item(100 + i))
+            txn.insert("shop", "audit_log", {"id": i, "who": f"a{i}"})
+            txn.insert("crm", "leads", {"id": i, "who": f"l{i}"})
+    sent = publish(kafka, topic, feed.messages)
+    run_job(spark, kafka, topic, target, group, engine=engine, tables=RULES)
+
+    def expect_tables(orders: str) -> None:
+        assert_table(spark, target, feed, "raw_shop", "t_items", ITEMS_DDL, rows=feed.expected_rows("shop", "items"))
+        assert_table(spark, target, feed, "raw_shop", f"t_{orders}", ITEMS_DDL, rows=feed.expected_rows("shop", orders))
+        assert_table(spark, target, feed, "crm", "leads", LEADS_DDL)
+        assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("_")) == ["crm", "raw_shop"]
+
+    expect_tables("orders")
+    feed.rename_table("shop", "orders", "shop", "orders_v2")
+    for i in range(6, 9):
+        with feed.transaction() as txn:
+            txn.insert("shop", "orders_v2", item(100 + i))
+            txn.update("shop", "items", [i - 6], {"name": "changed"})
+            txn.insert("shop", "audit_log", {"id": i, "who": f"a{i}"})
+    publish(kafka, topic, feed.messages[sent:])
+    run_job(spark, kafka, topic, target, group, engine=engine, tables=RULES)
+    # Expect: each table under its routed name (the renamed one under its new name's route, in its folder), no
+    # table for the skipped one, the others under their own names; equal to upstream after both runs.
+    expect_tables("orders_v2")
+    moved = job_config(kafka, topic, target, group, engine=engine, tables=[RULES[0], {"match": "shop.*", "target": "lake.{table}"}])
+    with pytest.raises(ConfigError, match=r"tables: shop\.items is materialized as raw_shop\.t_items and the rules now "
+                                          r"route it to lake\.items"):
+        Pipeline.from_config(moved, spark).run()
+    assert not (tmp_path / "lake").exists()
