@@ -20,7 +20,9 @@ from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore
 from ticdc_delta.apply.dead_letters import DeadLetter, DeadLetterTable
 from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.replay import REFUSED, Decision, Scan, apply_replay, plan_replay, still_held
+from ticdc_delta.apply.routing import Routes
 from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs import exit_statuses
 from ticdc_delta.jobs.config import Config
@@ -134,6 +136,7 @@ def replay_dead_letters(
         f"checkpoint batch {start.batch}" if start else "the beginning",
     )
     scan, read = _scan(config, letters, start, latest, decoder)
+    scan = _routed(scan, config, latest, lambda: TableRegistry(sql, locator, consumer).tables())
     plan = plan_replay(
         [d.position for d in letters],
         scan,
@@ -146,6 +149,18 @@ def replay_dead_letters(
         decisions = apply_replay(DeltaWriter(sql, locator), plan, decoder.ordering)
         dead_letters.record_replays([(d.position, d.outcome, d.detail) for d in refused + decisions])
     return ReplayReport(refused + decisions, read, dry_run)
+
+
+def _routed(scan: Scan, config: Config, latest: Checkpoint | None, materialized) -> Scan:
+    """The scan's events under the job's routes (`apply.routing`): the tables' names as the job writes them, those
+    of skipped tables left out (their dead letters then carry no change)."""
+    routes = Routes(config.tables)
+    if latest is not None and latest.routes is not None:
+        routes.restore(latest.routes, materialized)
+    if not routes:
+        return scan
+    waiting = {target: why for table, why in scan.waiting.items() if (target := routes.target(table)) is not None}
+    return dataclasses.replace(scan, events=routes.routed(scan.events), waiting=waiting)
 
 
 def _complete_through(latest: Checkpoint | None, topics: set[str]) -> dict[str, int]:
