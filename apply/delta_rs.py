@@ -221,7 +221,11 @@ class DeltaRs:
             return self._failed(location, path, None, tags, err)
         source = self._source(schema, rows)
         files = self._pa.table(table.get_add_actions(flatten=True))
+        # (Partition values are written in the file paths and the log as each writer encodes them: not checked
+        # to be Spark's, so a partitioned table is Spark's.)
+        partitions = table.metadata().partition_columns
         why = (protocol_refusal(table.protocol()) or properties_refusal(table.metadata().configuration)
+               or (f"partitioned by {', '.join(partitions)}" if partitions else None)
                or (None if source is not None and self._same_columns(table, source, len(schema.columns))
                    else "its columns are not the changes' columns")
                or files_refusal(schema, files) or self._read_refusal(schema, files, rows))

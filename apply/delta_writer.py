@@ -16,14 +16,16 @@ from dataclasses import dataclass
 from ticdc_delta.apply import history as history_sql
 from ticdc_delta.apply.delta_rs import DeltaRs, TableFacts
 from ticdc_delta.apply.evolution import EvolutionPlan, normalized_type, plan
-from ticdc_delta.apply.identifiers import quote
+from ticdc_delta.apply.identifiers import quote, sql_string
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.merge_source import MergeSource, SourceRows
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.apply.points import AppliedPoint, PendingBackfill, TableProgress
 from ticdc_delta.apply.progress import APP_ID, commit_tags, described_history, read_progress
+from ticdc_delta.apply.routing import CreatedLayout
 from ticdc_delta.apply.sql_session import INTERPRETED_EXPRESSIONS, SqlSession, spark_version
 from ticdc_delta.apply.table_features import COMPATIBLE, SETTINGS, TableLayout
+from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
 
 log = logging.getLogger(__name__)
@@ -75,14 +77,35 @@ def _source_schema(columns: Sequence[Column], *extra: str) -> str:
     return ", ".join([f"{_source_column(i)} {_source_type(c)}" for i, c in enumerate(columns)] + list(extra))
 
 
-def create_table_sql(name: str, schema: TableSchema, *, replace: bool, properties: Mapping[str, str]) -> str:
+def create_table_sql(name: str, schema: TableSchema, *, replace: bool, properties: Mapping[str, str],
+                     partition_by: Sequence[str] = (), cluster_by: Sequence[str] = (), comment: str = "") -> str:
+    """`properties` and `comment` as string literals (a rule's are the user's text, the comment holds upstream
+    names); `partition_by` / `cluster_by`: Delta column names."""
     columns = ", ".join(f"{quote(c.name)} {c.spark_type}" for c in schema.columns)
-    # The properties are the product's own constants (apply.table_features), never upstream text.
-    settings = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
+    settings = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
     # Not CREATE OR REPLACE: on an existing path table Delta treats that as
     # "create unless it exists" and keeps the rows.
     verb = "REPLACE TABLE" if replace else "CREATE TABLE"
-    return f"{verb} {name} ({columns}) USING DELTA TBLPROPERTIES ({settings})"
+    layout = ""
+    if partition_by:
+        layout += f" PARTITIONED BY ({', '.join(quote(c) for c in partition_by)})"
+    if cluster_by:
+        layout += f" CLUSTER BY ({', '.join(quote(c) for c in cluster_by)})"
+    if comment:
+        layout += f" COMMENT {sql_string(comment)}"
+    return f"{verb} {name} ({columns}) USING DELTA{layout} TBLPROPERTIES ({settings})"
+
+
+def _layout_columns(created: CreatedLayout, key: str, layout: TableLayout, schema: TableSchema,
+                    table: TableName) -> list[str]:
+    """A rule's partition or clustering columns as the table stores them; a column the table lacks: exit 2."""
+    names = {c.name.lower(): c.name for c in schema.columns}
+    wanted = getattr(created, key)
+    missing = [c for c in wanted if c.lower() not in names]
+    if missing:
+        raise ConfigError(f"{created.rule}.{key}: {created.upstream} (created as {table}) has no column "
+                          f"{missing[0]!r}; its columns: {', '.join(c.name for c in schema.columns)}")
+    return [layout.delta_name(names[c.lower()]) for c in wanted]
 
 
 def merge_sql(name: str, schema: TableSchema, source: str) -> str:
@@ -191,7 +214,10 @@ class DeltaWriter:
         *,
         table_features: str = COMPATIBLE,
         small_merges: DeltaRs | None = None,
+        layouts: Callable[[TableName], CreatedLayout] | None = None,
     ) -> None:
+        """`layouts`: how each table is created (`apply.routing.Routes.layout`: its `[[tables]]` rule's
+        properties, partitioning or clustering and comment); default: none of them."""
         if table_features not in SETTINGS:
             raise ValueError(f"table_features: {table_features!r}; allowed: {', '.join(SETTINGS)}")
         self._sql = sql
@@ -200,6 +226,7 @@ class DeltaWriter:
         self._setting = table_features
         # Small in-memory MERGEs committed by delta-rs where it writes what Spark would (apply.delta_rs).
         self._small_merges = small_merges
+        self._layouts_of = layouts or (lambda table: CreatedLayout("tables", table))
         # What each table touched has (column mapping, ...), read once; dropped
         # whenever the job changes a table's structure.
         self._layouts: dict[TableName, TableLayout] = {}
@@ -298,8 +325,12 @@ class DeltaWriter:
             # A dropped table not yet cleaned up where this one goes (dropped and created again): replaced
             # in one commit, as on an object store nothing is deleted in a batch.
             replace = replace or self._locator.holds_leftover(self._sql, table)
+            created = self._layouts_of(table)
             statement = create_table_sql(
-                self._name(table), layout.delta_schema(schema), replace=replace, properties=layout.create_properties()
+                self._name(table), layout.delta_schema(schema), replace=replace,
+                properties={**layout.create_properties(), **created.properties},
+                partition_by=_layout_columns(created, "partition_by", layout, schema, table),
+                cluster_by=_layout_columns(created, "cluster_by", layout, schema, table), comment=created.comment,
             )
             self._sql.run(statement, commit_tags(point, note=note), what=f"create {table}")
             self._layouts.pop(table, None)
@@ -413,8 +444,21 @@ class DeltaWriter:
         """
         log.warning("%s: rewriting the table (%s)", table, why)
         name = self._name(table)
+        # An overwrite of the schema also drops the partitioning and the clustering: given again, under the
+        # columns' new names (one dropped leaves them).
+        detail = self._sql.spark.sql(f"DESCRIBE DETAIL {name}").collect()[0].asDict()
+        kept = {source: output for source, _, output in columns if source is not None}
+        partitions, clustering = ([kept[c] for c in detail.get(key) or () if c in kept]
+                                  for key in ("partitionColumns", "clusteringColumns"))
+        if len(partitions) < len(detail.get("partitionColumns") or ()) or \
+                len(clustering) < len(detail.get("clusteringColumns") or ()):
+            log.warning("%s: partitioned or clustered by a column the rewrite drops: now by %s", table,
+                        partitions or clustering or "none")
         rows = self._sql.spark.sql(rewrite_select_sql(name, columns, lenient))
-        rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").saveAsTable(name)
+        rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").partitionBy(*partitions) \
+            .saveAsTable(name)
+        if clustering:
+            self._sql.spark.sql(f"ALTER TABLE {name} CLUSTER BY ({', '.join(quote(c) for c in clustering)})")
 
     def _write_defaults(self, table: TableName, layout: TableLayout, columns: Sequence[Column],
                         where: str | None = None) -> None:

@@ -18,6 +18,11 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def sql_string(text: str) -> str:
+    """A Spark SQL string literal holding `text` (a backslash escape: Spark 3.5 does not take a doubled quote)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def quote_parts(*parts: str) -> str:
     return ".".join(quote(p) for p in parts)
 

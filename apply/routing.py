@@ -31,6 +31,10 @@ from ticdc_delta.schema_cache.events import RowChange, SchemaChange, SchemaChang
 log = logging.getLogger(__name__)
 
 IDENTITY = "{database}.{table}"
+DEFAULT_COMMENT = "TiDB table {database}.{table}, materialized by ticdc-delta"
+# What `target.table_features` sets on every table it creates: not a rule's to change.
+_FEATURE_PROPERTIES = frozenset({"delta.columnmapping.mode", "delta.enabledeletionvectors", "delta.enabletypewidening",
+                                 "delta.checkpointpolicy"})
 _WILDCARDS = frozenset("*?[")
 
 
@@ -41,6 +45,11 @@ class TableRule:
     match: tuple[str, ...]
     target: str = IDENTITY
     skip: bool = False
+    # How the job creates the matched tables (`CreatedLayout`); an existing table is never altered for them.
+    properties: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    partition_by: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()
+    comment: str = DEFAULT_COMMENT
     # Not a configuration key (the reference leaves out fields marked so).
     key: str = dataclasses.field(default="tables", compare=False, metadata={"internal": True})
 
@@ -55,8 +64,41 @@ class TableRule:
         if self.skip and self.target != IDENTITY:
             raise ConfigError(f"{self.key}: `skip` and `target` together; a skipped table lands nowhere")
         self._parts()  # checks the template
+        self._check_layout()
         for pattern in self.match:
             self._check_one_to_one(pattern)
+
+    def _check_layout(self) -> None:
+        if not isinstance(self.properties, Mapping) or not all(isinstance(k, str) and k for k in self.properties):
+            raise ConfigError(f"{self.key}.properties: must be a table of Delta table properties, got {self.properties!r}")
+        shown = {}
+        for key, value in self.properties.items():
+            if key.lower() in _FEATURE_PROPERTIES or key.lower().startswith("delta.feature."):
+                raise ConfigError(f"{self.key}.properties.{key}: table features are target.table_features's (it "
+                                  "decides who can read the tables)")
+            if isinstance(value, bool):
+                value = str(value).lower()
+            if not isinstance(value, (str, int, float)):
+                raise ConfigError(f"{self.key}.properties.{key}: must be a string, number or boolean, got {value!r}")
+            shown[key] = str(value)
+        object.__setattr__(self, "properties", shown)
+        for name in ("partition_by", "cluster_by"):
+            columns = getattr(self, name)
+            columns = (columns,) if isinstance(columns, str) else columns
+            if not isinstance(columns, (list, tuple)) or not all(isinstance(c, str) and c for c in columns):
+                raise ConfigError(f"{self.key}.{name}: must be a list of column names, got {columns!r}")
+            object.__setattr__(self, name, tuple(columns))
+        if self.partition_by and self.cluster_by:
+            raise ConfigError(f"{self.key}: `partition_by` and `cluster_by` together; Delta takes one or the other")
+        if not isinstance(self.comment, str):
+            raise ConfigError(f"{self.key}.comment: must be a text, got {self.comment!r}")
+        _check_fields(self.comment, f"{self.key}.comment")
+        if self.skip and (self.properties or self.partition_by or self.cluster_by or self.comment != DEFAULT_COMMENT):
+            raise ConfigError(f"{self.key}: a skipped table is not created; `skip` takes no layout")
+
+    def layout(self, upstream: TableName) -> CreatedLayout:
+        return CreatedLayout(self.key, upstream, self.properties, self.partition_by, self.cluster_by,
+                             _render(self.comment, upstream))
 
     def matches(self, table: TableName) -> bool:
         name = f"{table.database}.{table.table}"
@@ -71,7 +113,7 @@ class TableRule:
     def _parts(self) -> tuple[str, str]:
         if not isinstance(self.target, str):
             raise ConfigError(f"{self.key}.target: must be a template such as \"{IDENTITY}\", got {self.target!r}")
-        _check_fields(self.target, self.key)
+        _check_fields(self.target, f"{self.key}.target")
         # Placeholders hold no `.`, so the template's one `.` is literal; it is split before names are put in
         # (an upstream name may hold a `.`).
         parts = self.target.split(".")
@@ -93,15 +135,28 @@ class TableRule:
 
 
 def _check_fields(template: str, key: str) -> None:
-    """Refuses placeholders other than {database} and {table}, and unbalanced braces."""
+    """Refuses placeholders other than {database} and {table}, and unbalanced braces (`key`: the template's)."""
     try:
         fields = list(string.Formatter().parse(template))
     except ValueError as err:
-        raise ConfigError(f"{key}.target: {template!r}: {err} (write a literal brace as {{{{ or }}}})") from err
+        raise ConfigError(f"{key}: {template!r}: {err} (write a literal brace as {{{{ or }}}})") from err
     for _, field, spec, conversion in fields:
         if field is not None and (field not in ("database", "table") or spec or conversion):
-            raise ConfigError(f"{key}.target: {template!r}: only {{database}} and {{table}} may be put in, "
+            raise ConfigError(f"{key}: {template!r}: only {{database}} and {{table}} may be put in, "
                               f"without a format, got {{{field}}}")
+
+
+@dataclass(frozen=True)
+class CreatedLayout:
+    """How the job creates one table (`DeltaWriter.create`): its rule's properties, partition or clustering
+    columns (upstream names) and comment."""
+
+    rule: str  # how errors name the rule (`tables[2]`)
+    upstream: TableName
+    properties: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    partition_by: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()
+    comment: str = ""
 
 
 def _render(template: str, table: TableName) -> str:
@@ -140,6 +195,14 @@ class Routes:
     def __bool__(self) -> bool:
         """Whether any name may differ from upstream's (else batches pass untouched)."""
         return self.recording
+
+    def layout(self, target: TableName) -> CreatedLayout:
+        """How the job creates `target`: by the rule of the upstream table routed to it."""
+        upstream = self._holders.get(target, target)
+        for rule in self._rules:
+            if rule.matches(upstream):
+                return rule.layout(upstream)
+        return CreatedLayout("tables", upstream, comment=_render(DEFAULT_COMMENT, upstream))
 
     def target(self, table: TableName) -> TableName | None:
         """Where `table` lands (None: skipped); its first route is kept, and a second table routed to one

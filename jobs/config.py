@@ -417,7 +417,9 @@ class Config:
                       "class_data_sharing": self.spark.class_data_sharing},
             "types": dataclasses.asdict(self.types),
             "history": dataclasses.asdict(self.history),
-            "tables": [{"match": list(r.match), "target": r.target, "skip": r.skip} for r in self.tables],
+            "tables": [{"match": list(r.match), "target": r.target, "skip": r.skip, "properties": dict(r.properties),
+                        "partition_by": list(r.partition_by), "cluster_by": list(r.cluster_by), "comment": r.comment}
+                       for r in self.tables],
         }
         if self.registry is not None:
             registry = dataclasses.asdict(self.registry)

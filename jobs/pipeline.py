@@ -174,8 +174,9 @@ class Pipeline:
         decoder = create_decoder(config.protocol, config.types)
         times = PhaseTimes()
         registry = TableRegistry(sql, locator, config.kafka.group_id)
+        routes = Routes(config.tables)
         writer = DeltaWriter(sql, locator, times, table_features=config.target.table_features,
-                             small_merges=small_merges_of(config.target))
+                             small_merges=small_merges_of(config.target), layouts=routes.layout)
         run = config.run
         source = KafkaSource(config.kafka, commit_tag(config.target))
         stop = stop or threading.Event()
@@ -204,7 +205,7 @@ class Pipeline:
                 history=config.history.choice(),
                 concurrency=run.apply_concurrency,
                 inserts_are_new=decoder.inserts_are_new and run.append_new_keys,
-                routes=Routes(config.tables),
+                routes=routes,
             ),
             checkpoints=CheckpointStore(sql, locator, Retention(config.checkpoint.keep, config.checkpoint.cleanup_every)),
             dead_letters=DeadLetterTable(sql, locator, config.kafka.group_id),

@@ -89,9 +89,10 @@ class SnapshotLoader:
         self._format = export_format
         self._context = ValueContext(config.types, export_format.time_zone)
         locator = self._locator = locator_for(config)
-        self._writer = DeltaWriter(self._sql, locator, PhaseTimes(), table_features=config.target.table_features)
-        self._registry = TableRegistry(self._sql, locator, config.kafka.group_id)
         self._routes = Routes(config.tables)
+        self._writer = DeltaWriter(self._sql, locator, PhaseTimes(), table_features=config.target.table_features,
+                                   layouts=self._routes.layout)
+        self._registry = TableRegistry(self._sql, locator, config.kafka.group_id)
 
     def _files(self) -> dict[str, str]:
         """The export folder's files: name -> full path, every one (Hadoop's listing of the folder)."""
@@ -140,7 +141,7 @@ class SnapshotLoader:
         return outcomes
 
     def _load_table(self, table: ExportTable, codec: RowCodec, tso: int, files: dict[str, str]) -> TableOutcome:
-        name = self._routes.route(codec.schema.name)  # where the job puts it
+        name = self._routes.target(codec.schema.name)  # where the job puts it (and how it creates it)
         if name is None:
             return TableOutcome(str(codec.schema.name), "skipped", "the [[tables]] rules skip it")
         progress = self._writer.progress(name)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from testbed.tables import column
-from tests.support import assert_table, job_config, publish, run_job
+from tests.support import assert_table, job_config, located_path, publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.pipeline import Pipeline
@@ -16,9 +16,16 @@ pytestmark = pytest.mark.e2e
 
 RULES = [
     {"match": "shop.audit_*", "skip": True},
-    {"match": "shop.*", "target": "raw_{database}.t_{table}"},
+    {"match": "shop.*", "target": "raw_{database}.t_{table}", "partition_by": ["name"],
+     "properties": {"delta.enableChangeDataFeed": True, "delta.checkpointInterval": 5}},
+    {"match": "crm.leads", "cluster_by": ["who"], "comment": "it's \\ {database}.{table}"},  # (quotes and backslashes kept)
 ]
 LEADS_DDL = "id INT, who STRING"
+ITEMS_LATER_DDL = "id INT, name STRING, updated TIMESTAMP"  # after its DROP COLUMN price
+
+
+def _detail(spark, target: str, database: str, table: str) -> dict:
+    return spark.sql(f"DESCRIBE DETAIL delta.`{located_path(spark, target, database, table)}`").collect()[0].asDict()
 
 
 def test_tables_land_where_the_rules_say_a_rename_follows_and_a_moving_rule_is_refused(spark, kafka, tmp_path, unique, engine):
@@ -43,14 +50,15 @@ def test_tables_land_where_the_rules_say_a_rename_follows_and_a_moving_rule_is_r
     sent = publish(kafka, topic, feed.messages)
     run_job(spark, kafka, topic, target, group, engine=engine, tables=RULES)
 
-    def expect_tables(orders: str) -> None:
-        assert_table(spark, target, feed, "raw_shop", "t_items", ITEMS_DDL, rows=feed.expected_rows("shop", "items"))
+    def expect_tables(orders: str, items_ddl: str = ITEMS_DDL) -> None:
+        assert_table(spark, target, feed, "raw_shop", "t_items", items_ddl, rows=feed.expected_rows("shop", "items"))
         assert_table(spark, target, feed, "raw_shop", f"t_{orders}", ITEMS_DDL, rows=feed.expected_rows("shop", orders))
         assert_table(spark, target, feed, "crm", "leads", LEADS_DDL)
         assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("_")) == ["crm", "raw_shop"]
 
     expect_tables("orders")
     feed.rename_table("shop", "orders", "shop", "orders_v2")
+    feed.drop_column("shop", "items", "price")  # (no column mapping under `compatible`: a rewrite of the table)
     for i in range(6, 9):
         with feed.transaction() as txn:
             txn.insert("shop", "orders_v2", item(100 + i))
@@ -59,8 +67,15 @@ def test_tables_land_where_the_rules_say_a_rename_follows_and_a_moving_rule_is_r
     publish(kafka, topic, feed.messages[sent:])
     run_job(spark, kafka, topic, target, group, engine=engine, tables=RULES)
     # Expect: each table under its routed name (the renamed one under its new name's route, in its folder), no
-    # table for the skipped one, the others under their own names; equal to upstream after both runs.
-    expect_tables("orders_v2")
+    # table for the skipped one, the others under their own names; equal to upstream after both runs; each
+    # created with its rule's layout and comment, kept through the rewrite a dropped column makes.
+    expect_tables("orders_v2", ITEMS_LATER_DDL)
+    items, leads = _detail(spark, target, "raw_shop", "t_items"), _detail(spark, target, "crm", "leads")
+    assert items["partitionColumns"] == ["name"] and items["description"] == (
+        "TiDB table shop.items, materialized by ticdc-delta")
+    assert {k: items["properties"].get(k) for k in ("delta.enableChangeDataFeed", "delta.checkpointInterval")} == {
+        "delta.enableChangeDataFeed": "true", "delta.checkpointInterval": "5"}
+    assert leads["clusteringColumns"] == ["who"] and leads["description"] == "it's \\ crm.leads"
     moved = job_config(kafka, topic, target, group, engine=engine, tables=[RULES[0], {"match": "shop.*", "target": "lake.{table}"}])
     with pytest.raises(ConfigError, match=r"tables: shop\.items is materialized as raw_shop\.t_items and the rules now "
                                           r"route it to lake\.items"):

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from ticdc_delta.apply.identifiers import catalog_name, path_segment, quote
+from ticdc_delta.apply.identifiers import catalog_name, path_segment, quote, sql_string
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.schema_cache.events import TableName
 
@@ -62,3 +62,8 @@ def test_catalog_names_are_safe_and_distinct():
     mapped = [catalog_name(n) for n in names]
     assert len(set(mapped)) == len(names)
     assert all(re.fullmatch(r"[A-Za-z0-9_]+", m) for m in mapped)
+
+
+def test_a_sql_string_literal_holds_any_text_spark_35_parses():
+    # (Spark 3.5 takes no doubled quote: a backslash escapes the quote, and itself)
+    assert sql_string("it's a \\ and 'x'") == "'it\\'s a \\\\ and \\'x\\''"

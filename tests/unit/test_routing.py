@@ -33,17 +33,26 @@ RULES = [
 
 
 @pytest.mark.parametrize("entry, error", [
-    ({"match": "shop.*", "taget": "x.{table}"}, "tables[1].taget: unknown key; allowed: match, target, skip"),
+    ({"match": "shop.*", "taget": "x.{table}"}, "tables[1].taget: unknown key; allowed: match, target, skip, properties, "
+                                                "partition_by, cluster_by, comment"),
     ({"target": "x.{table}"}, "tables[1].match: is required"),
     ({"match": []}, "tables[1].match: must be"),
     ({"match": "shop.*", "target": "{table}"}, "must be a database part, one `.` and a table part"),
     ({"match": "shop.*", "target": "a.b.{table}"}, "must be a database part, one `.` and a table part"),
     ({"match": "shop.*", "target": " .{table}"}, "must be a database part"),
-    ({"match": "shop.*", "target": "x.{schema}"}, "only {database} and {table} may be put in, without a format, got {schema}"),
+    ({"match": "shop.*", "target": "x.{schema}"}, "tables[1].target: 'x.{schema}': only {database} and {table} may be put in, without a format, got {schema}"),
     ({"match": "shop.*", "target": "x.{table!r}"}, "only {database} and {table}"),
     ({"match": "shop.*", "target": "x.{table"}, "write a literal brace as {{ or }}"),
     ({"match": "shop.*", "target": "x.{table}", "skip": True}, "tables[1]: `skip` and `target` together"),
     ({"match": "shop.*", "skip": "yes"}, "tables[1].skip: must be true or false"),
+    ({"match": "shop.*", "properties": {"delta.enableDeletionVectors": "true"}},
+     "tables[1].properties.delta.enableDeletionVectors: table features are target.table_features's"),
+    ({"match": "shop.*", "properties": {"delta.feature.v2Checkpoint": "supported"}}, "are target.table_features's"),
+    ({"match": "shop.*", "properties": {"a": [1]}}, "tables[1].properties.a: must be a string, number or boolean"),
+    ({"match": "shop.*", "partition_by": ["a"], "cluster_by": ["b"]}, "`partition_by` and `cluster_by` together"),
+    ({"match": "shop.*", "partition_by": [1]}, "tables[1].partition_by: must be a list of column names"),
+    ({"match": "shop.*", "comment": "from {db}"}, "tables[1].comment: 'from {db}': only {database} and {table}"),
+    ({"match": "shop.*", "skip": True, "cluster_by": ["a"]}, "a skipped table is not created; `skip` takes no layout"),
     # many upstream tables to one name, seen from the rule alone
     ({"match": "shop.orders_*", "target": "x.orders"}, "sends every table matching 'shop.orders_*' to one name; put {table}"),
     ({"match": "shop_*.orders", "target": "x.{table}"}, "put {database} in it"),
@@ -186,5 +195,19 @@ def test_rules_added_to_a_job_that_had_none_keep_the_tables_it_made_where_they_a
 def test_the_configuration_takes_an_array_of_rules_and_logs_them():
     config = from_mapping({"kafka": {"topics": ["t"]}, "target": {"path": "/x"}, "tables": RULES})
     assert [r.key for r in config.tables] == ["tables[1]", "tables[2]", "tables[3]"]
-    assert config.describe()["tables"][1] == {"match": ["shop.*", "crm.customers"],
-                                              "target": "raw_{database}.t_{table}", "skip": False}
+    assert config.describe()["tables"][1] == {"match": ["shop.*", "crm.customers"], "target": "raw_{database}.t_{table}",
+                                              "skip": False, "properties": {}, "partition_by": [], "cluster_by": [],
+                                              "comment": "TiDB table {database}.{table}, materialized by ticdc-delta"}
+
+
+def test_a_created_tables_layout_is_its_rules_with_the_upstream_name_in_its_comment():
+    routes = Routes(rules_of([{"match": "shop.*", "target": "raw.{table}", "properties": {"delta.checkpointInterval": 5,
+                                                                                          "delta.enableChangeDataFeed": True},
+                               "partition_by": "region", "comment": "from {database}.{table}"}]))
+    assert routes.target(name("shop.orders")) == name("raw.orders")
+    layout = routes.layout(name("raw.orders"))
+    assert (layout.rule, layout.upstream, layout.partition_by, layout.comment) == (
+        "tables[1]", name("shop.orders"), ("region",), "from shop.orders")
+    assert layout.properties == {"delta.checkpointInterval": "5", "delta.enableChangeDataFeed": "true"}
+    # a table no rule matches: its own name, the default comment, nothing else
+    assert routes.layout(name("crm.leads")).comment == "TiDB table crm.leads, materialized by ticdc-delta"
