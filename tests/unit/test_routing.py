@@ -17,7 +17,8 @@ from ticdc_delta.apply.applier import Applier
 from ticdc_delta.apply.routing import Routes, rules_of
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import from_mapping
-from ticdc_delta.schema_cache.events import Position, SchemaChange, SchemaChangeKind, TableName
+from ticdc_delta.jobs.spark_engine.runs import StagedChanges, StagedRun
+from ticdc_delta.schema_cache.events import Ordering, Position, SchemaChange, SchemaChangeKind, TableName
 
 
 def name(text: str) -> TableName:
@@ -211,3 +212,13 @@ def test_a_created_tables_layout_is_its_rules_with_the_upstream_name_in_its_comm
     assert layout.properties == {"delta.checkpointInterval": "5", "delta.enableChangeDataFeed": "true"}
     # a table no rule matches: its own name, the default comment, nothing else
     assert routes.layout(name("crm.leads")).comment == "TiDB table crm.leads, materialized by ticdc-delta"
+
+
+def test_the_spark_engines_staged_changes_are_routed_and_still_read_their_rows_by_the_upstream_name():
+    # (The e2e test runs the driver engine; this is what differs for the Spark engine's batches.)
+    schema = structure(name("shop.orders"), "id", "v")
+    run = StagedRun(name("shop.orders"), "t", schema, "r", (10, 0, 1, 0), (10, 0, 2, 0), 10, 10, 2, {"INSERT": 2})
+    skipped = StagedChanges(name("shop.audit_log"), Ordering.COMMIT_TS, [run])
+    routed = Routes(rules_of(RULES)).routed([StagedChanges(name("shop.orders"), Ordering.COMMIT_TS, [run]), skipped])
+    assert [(type(c), c.table, c.runs) for c in routed] == [(StagedChanges, name("raw_shop.t_orders"), [run])]
+    assert routed[0].runs[0].table == name("shop.orders")  # where the staging table holds its rows
