@@ -80,7 +80,8 @@ class ConsistentRead:
 
 def consistent_read(sql, names: Sequence[str], commit_ts: int) -> ConsistentRead:
     """The newest point no newer than `commit_ts` and every table's applied point at which all of
-    `names` (SQL names) are known exactly, and each one's version there."""
+    `names` (SQL names) are known exactly, and each one's version there. `sql` is a SparkSession (or
+    the job's SqlSession)."""
     return consistent_point({name: exact_spans(applied_history(sql, name)) for name in names}, commit_ts)
 
 

@@ -46,7 +46,7 @@ def _source_column(i: int) -> str:
 # aside first (its guard against a source that changes between the MERGE's two passes). A small one is
 # joined by broadcast with nothing for adaptive execution to re-plan, which would run each of the MERGE's
 # query stages as a Spark job of its own: a small MERGE then takes 5 Spark jobs, not 12 (Delta 4.4), as a batch
-# over many tables makes many (docs/performance.md: on two busy cores their CPU, more than their number, costs).
+# over many tables makes many (docs/performance-history.md: on two busy cores their CPU, more than their number, costs).
 # Its expressions are interpreted (unless the session says how): compiling them costs more than evaluating
 # them on that few rows.
 _IN_MEMORY_SOURCE = {"spark.databricks.delta.merge.materializeSource": "none"}

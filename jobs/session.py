@@ -98,7 +98,7 @@ LOCAL_JVM_OPTIONS = "-XX:+UseSerialGC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRati
 
 # The JVM's quick compiler only (C1; no C2), for a short run (`spark.quick_compiler_max_backlog`): a fresh
 # JVM's compilers used 23 s of CPU in a 23-s run on two cores, most of it C2 optimizing code the run
-# leaves soon after; C1 alone about halves a short run's JVM CPU (docs/performance.md has the runs). C1
+# leaves soon after; C1 alone about halves a short run's JVM CPU (docs/performance-history.md has the runs). C1
 # alone gets a 48 MB code cache by default, which Spark and Delta fill within a minute; the JVM then stops
 # compiling and runs interpreted, several times slower: the cache tiered compilation would have avoids it.
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
