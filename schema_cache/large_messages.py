@@ -100,5 +100,6 @@ def handle_key_only() -> InvalidMessage:
     return InvalidMessage(
         "the message holds only its handle key (TiCDC large-message-handle-option = handle-key-only); "
         "the full row would have to be read from upstream TiDB, which this job does not do, and applying "
-        "the key columns alone would lose the others"
+        "the key columns alone would lose the others; set the changefeed's large-message-handle-option to "
+        "claim-check (protocol.claim_check_root here) so that every row arrives whole"
     )
