@@ -12,12 +12,16 @@ Freshness of a change: from its commitTs's physical part (when upstream committe
 Delta commit that holds it (the first version of its table whose applied point covers its commitTs, read from
 the table's history afterwards). Backlog: messages produced and not yet committed by the job's consumer group,
 sampled every 5 s. Printed per minute of production: how many changes, freshness p50/p95/max, the backlog at
-the minute's end. Every table is then compared with the stream's model, where the job drained its backlog (a job
+the minute's end, the tables' data files at its end (mean, max; sampled every minute with delta-rs) and a
+table's work per batch (its MERGEs, DDL and first reads, the job's metrics' `table_seconds`): with `--fresh-also
+maintenance.every_batches=N` the files stay bounded, without they grow a file per table per batch that
+touches it. Every table is then compared with the stream's model, where the job drained its backlog (a job
 stopped with changes unapplied is not compared: its tables lack them by design; the section says so and fails).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
@@ -57,7 +61,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--fresh-inserts-only", action="store_true",
                         help="inserts of new keys only (an append-only changefeed) instead of inserts, updates, deletes")
     parser.add_argument("--fresh-also", metavar="KEY=VALUE", action="append", default=[],
-                        help="another [run] setting of the job (e.g. append_new_keys=false)")
+                        help="another setting of the job: [run]'s, or SECTION.KEY (e.g. append_new_keys=false, "
+                             "maintenance.every_batches=5)")
 
 
 class Upstream:
@@ -144,6 +149,19 @@ def _commit_times(spark, target: Path, tables) -> dict[tuple[str, str], tuple[li
     return out
 
 
+def _data_files(target: Path, tables) -> list[int]:
+    """Each table's data files in its current snapshot (read by delta-rs: no Spark job in the bench's session)."""
+    from deltalake import DeltaTable
+
+    counts = []
+    for database, table in tables:
+        try:
+            counts.append(len(DeltaTable(str(target / database / table)).file_uris()))
+        except Exception:  # noqa: BLE001 - a table mid-commit or not there yet: left out of this sample
+            continue
+    return counts
+
+
 def _percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -197,9 +215,15 @@ def bench_freshness(args, lake) -> None:
         stop = threading.Event()
         began = time.time()
 
+        files: list[tuple[float, list[int]]] = []  # (seconds since began, each table's data files)
+
         def sample() -> None:
+            next_files = 60.0
             while not stop.wait(5.0):
                 backlog.append((time.time() - began, _backlog(lake.broker.bootstrap_servers, topic, topic)))
+                if time.time() - began >= next_files:
+                    files.append((time.time() - began, _data_files(target, upstream.tables)))
+                    next_files += 60.0
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -251,14 +275,25 @@ def bench_freshness(args, lake) -> None:
               f"({produced / produced_for:,.{0 if produced >= 10 * produced_for else 2}f}/s); "
               + (f"backlog 0 at {drained_at:.0f}s" if drained_at is not None else "backlog NOT drained")
               + (f"; {unapplied} changes in no commit" if unapplied else ""), flush=True)
+        records = [json.loads(line.split("ticdc_delta.metrics: ", 1)[1])
+                   for line in log.read_text(errors="replace").splitlines() if "ticdc_delta.metrics: " in line]
+        # A table's work in a batch (its MERGEs, DDL, first reads: the metrics' table_seconds), per minute.
+        work: dict[int, list[float]] = defaultdict(list)
+        for record in records[1:]:
+            at = dt.datetime.fromisoformat(record["recorded_at"]).timestamp() - began
+            work[max(0, int(at // 60))] += [t["seconds"] for t in record["table_seconds"]]
         for minute in sorted(minutes):
             values = minutes[minute]
             at_end = [b for t, b in backlog if t <= (minute + 1) * 60]
+            counts = [c for t, c in files if t <= (minute + 1) * 60]
+            spent = work.get(minute, [])
             print(f"  minute {minute + 1}: {len(values):6,} changes, freshness p50 {_percentile(values, 0.5):5.1f}s "
                   f"p95 {_percentile(values, 0.95):5.1f}s max {max(values):5.1f}s; backlog at its end "
-                  f"{at_end[-1] if at_end else 0:,} messages", flush=True)
-        records = [json.loads(line.split("ticdc_delta.metrics: ", 1)[1])
-                   for line in log.read_text(errors="replace").splitlines() if "ticdc_delta.metrics: " in line]
+                  f"{at_end[-1] if at_end else 0:,} messages"
+                  + (f"; data files a table mean {sum(counts[-1]) / len(counts[-1]):.1f} max {max(counts[-1])}"
+                     if counts and counts[-1] else "")
+                  + (f"; a table's work a batch mean {sum(spent) / len(spent):.2f}s p95 {_percentile(spent, 0.95):.2f}s"
+                     if spent else ""), flush=True)
         seconds_each = sorted(r["batch_seconds"] for r in records[1:])
         if seconds_each:
             phases: dict[str, float] = defaultdict(float)
