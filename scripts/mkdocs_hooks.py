@@ -1,12 +1,15 @@
-"""MkDocs hooks (mkdocs.yml): the home page is the README, put in at build time so that no copy is kept by hand.
+"""MkDocs hooks (mkdocs.yml): the home page is the README and the notebooks' page notebooks/README.md, put in at
+build time so that no copy is kept by hand.
 (The reference pages made from the code are committed: scripts/reference.py writes them, a test checks them.)"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HOME = "<!-- the home page: README.md, made at build time (scripts/mkdocs_hooks.py) -->"
+NOTEBOOKS = "<!-- the notebooks' page: notebooks/README.md, made at build time (scripts/mkdocs_hooks.py) -->"
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
@@ -14,6 +17,10 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         # The README's links point into docs/ from the repository's root; here they are siblings.
         readme = (ROOT / "README.md").read_text().replace("](docs/", "](")
         return _filled(markdown, HOME, readme, page)
+    if page.file.src_uri == "notebooks.md":
+        # Its links to the notebooks are files of the repository, not of the site: shown as their paths.
+        readme = re.sub(r"\[([^\]]+\.ipynb)\]\([^)]+\)", r"`notebooks/\1`", (ROOT / "notebooks" / "README.md").read_text())
+        return _filled(markdown, NOTEBOOKS, readme, page)
     return markdown
 
 
