@@ -225,6 +225,9 @@ class Pipeline:
         )
 
     def run(self) -> RunResult:
+        """Run the job as `run.mode` says (until idle, or continuously until `stop` is set or SIGTERM), holding
+        the consumer's lease: what `ticdc-delta run` does. Its errors are the product's own (`MaterializerError`)
+        or Spark's; the command line turns them into one line and an exit status."""
         log.info("effective configuration: %s", json.dumps(self._config.describe(), sort_keys=True))
         self._run_id = uuid.uuid4().hex
         try:

@@ -86,6 +86,19 @@ def test_the_committed_command_line_page_is_every_commands_help():
     assert "--topic-pattern TOPIC_PATTERN" in page and "## ticdc-delta demo" not in page
 
 
+def test_the_committed_api_page_is_the_public_apis_docstrings():
+    # Expect: docs/api.md is the public API's signatures and docstrings as the code has them now; an entry
+    # without a docstring is refused rather than shown empty.
+    reference = _reference_script()
+    assert (DOCS / "api.md").read_text() == reference.api_page(), "docs/api.md is stale: run scripts/reference.py"
+    reference.API["ticdc_delta.apply.checkpoint"] = ("CheckpointStore",)  # (no docstring of its own)
+    try:
+        with pytest.raises(ValueError, match="without a docstring"):
+            reference.api_page()
+    finally:
+        del reference.API["ticdc_delta.apply.checkpoint"]
+
+
 def test_the_readme_names_every_exit_status_the_code_has():
     # Expect: the README's list of exit statuses is the code's table's, none left out (0 aside: done).
     import re
