@@ -12,10 +12,12 @@ Freshness of a change: from its commitTs's physical part (when upstream committe
 Delta commit that holds it (the first version of its table whose applied point covers its commitTs, read from
 the table's history afterwards). Backlog: messages produced and not yet committed by the job's consumer group,
 sampled every 5 s. Printed per minute of production: how many changes, freshness p50/p95/max, the backlog at
-the minute's end, the tables' data files at its end (mean, max; sampled every minute with delta-rs) and a
-table's work per batch (its MERGEs, DDL and first reads, the job's metrics' `table_seconds`): with `--fresh-also
-maintenance.every_batches=N` the files stay bounded, without they grow a file per table per batch that
-touches it. Every table is then compared with the stream's model, where the job drained its backlog (a job
+the minute's end, the tables' data files at its end (in the snapshot: mean, max; on disk: mean; sampled every
+minute) and a table's work per batch (its MERGEs, DDL and first reads, the job's metrics' `table_seconds`).
+With `--fresh-inserts-only` each batch adds a file to every table it touches, so without maintenance the
+snapshots grow; with `--fresh-also maintenance.every_batches=N` they stay bounded (and with
+`maintenance.vacuum_retain_hours=0` the folders too). With updates and deletes (the default stream) a MERGE
+rewrites the files it touches: the snapshots stay small, the folders grow. Every table is then compared with the stream's model, where the job drained its backlog (a job
 stopped with changes unapplied is not compared: its tables lack them by design; the section says so and fails).
 """
 
@@ -149,17 +151,25 @@ def _commit_times(spark, target: Path, tables) -> dict[tuple[str, str], tuple[li
     return out
 
 
-def _data_files(target: Path, tables) -> list[int]:
-    """Each table's data files in its current snapshot (read by delta-rs: no Spark job in the bench's session)."""
+def _data_files(target: Path, tables) -> list[tuple[int, int]]:
+    """Each table's data files: in its current snapshot (read by delta-rs: no Spark job in the bench's session),
+    and on disk (those a MERGE or an OPTIMIZE replaced stay there until a VACUUM removes them)."""
     from deltalake import DeltaTable
 
     counts = []
     for database, table in tables:
+        folder = target / database / table
         try:
-            counts.append(len(DeltaTable(str(target / database / table)).file_uris()))
+            in_snapshot = len(DeltaTable(str(folder)).file_uris())
         except Exception:  # noqa: BLE001 - a table mid-commit or not there yet: left out of this sample
             continue
+        counts.append((in_snapshot, sum(1 for _ in folder.rglob("*.parquet"))))
     return counts
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -215,7 +225,7 @@ def bench_freshness(args, lake) -> None:
         stop = threading.Event()
         began = time.time()
 
-        files: list[tuple[float, list[int]]] = []  # (seconds since began, each table's data files)
+        files: list[tuple[float, list[tuple[int, int]]]] = []  # (seconds since began, each table's data files)
 
         def sample() -> None:
             next_files = 60.0
@@ -290,7 +300,8 @@ def bench_freshness(args, lake) -> None:
             print(f"  minute {minute + 1}: {len(values):6,} changes, freshness p50 {_percentile(values, 0.5):5.1f}s "
                   f"p95 {_percentile(values, 0.95):5.1f}s max {max(values):5.1f}s; backlog at its end "
                   f"{at_end[-1] if at_end else 0:,} messages"
-                  + (f"; data files a table mean {sum(counts[-1]) / len(counts[-1]):.1f} max {max(counts[-1])}"
+                  + (f"; a table's data files mean {_mean(c[0] for c in counts[-1]):.1f} max "
+                     f"{max(c[0] for c in counts[-1])}, on disk mean {_mean(c[1] for c in counts[-1]):.1f}"
                      if counts and counts[-1] else "")
                   + (f"; a table's work a batch mean {sum(spent) / len(spent):.2f}s p95 {_percentile(spent, 0.95):.2f}s"
                      if spent else ""), flush=True)
