@@ -74,3 +74,19 @@ def test_a_renamed_flag_is_caught():
     # Expect: the checks can fail.
     with pytest.raises(SystemExit):
         PARSER.parse_args(_words("ticdc-delta as-of --config job.toml --commitTs 1"))
+
+
+# What path tables did before the table registry (a RENAME moved the folder, a DROP deleted it at once, and
+# both needed a local root): docs/object-storage.md's "Where each table is" says what happens now, and only
+# its "Lakes made by earlier releases" may describe the old way.
+_OLD_RENAME_AND_DROP = re.compile(r"(directory|folder) (moves|is moved)|need a local root|moved to the new name", re.I)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_no_page_describes_renames_and_drops_as_earlier_releases_did(page):
+    # Expect: no user page says a RENAME moves a path table's folder (it stays; the registry records it).
+    text = page.read_text()
+    if page.name == "object-storage.md":
+        text = text.split("### Lakes made by earlier releases")[0]
+    found = _OLD_RENAME_AND_DROP.search(text)
+    assert found is None, f"{page.name}: {found and found.group(0)!r}: see object-storage.md, Where each table is"
