@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import re
 import time
@@ -83,6 +84,19 @@ def local_path(location: str) -> str | None:
         return None
     rest = location[scheme.end():]
     return "/" + rest.lstrip("/") if rest.startswith("//") else rest
+
+
+def _drop_stale_checksum(path: str) -> None:
+    # Spark writes `_last_checkpoint` through Hadoop's local file system, which keeps a checksum file beside it;
+    # delta-rs rewrites `_last_checkpoint` alone. Left there, the stale checksum fails Spark's next read of it:
+    # Delta retries three times a second apart, then lists the whole log, at every first read of the table (a
+    # maintenance pass over 20 tables took a minute). Without a checksum file Hadoop reads the file unchecked.
+    try:
+        os.remove(os.path.join(path, "_delta_log", "._last_checkpoint.crc"))
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        log.warning("%s: could not remove the stale checksum of _last_checkpoint: %s", path, err)
 
 
 # The deltalake releases whose writes were checked against Spark's (tests/e2e/test_delta_rs_reads.py): another
@@ -254,7 +268,7 @@ class DeltaRs:
             # Nothing changed (deletes of keys the table lacks): delta-rs then makes no commit, where Spark's
             # commits the tags (the applied point must move on), so Spark's MERGE does it.
             return False
-        self._checkpoint_as_spark_would(table, location)
+        self._checkpoint_as_spark_would(table, path, location)
         return True
 
     def _execute(self, table, schema: TableSchema, rows: Sequence[tuple], source, tags: CommitTags) -> None:
@@ -328,7 +342,7 @@ class DeltaRs:
             return False
 
     @staticmethod
-    def _checkpoint_as_spark_would(table, location: str) -> None:
+    def _checkpoint_as_spark_would(table, path: str, location: str) -> None:
         # Spark checkpoints a table's log every `delta.checkpointInterval` commits (10 unless set); delta-rs only
         # every 100. Without one every 10, each first read of the table (a restart's applied point, Spark's next
         # MERGE or DDL) would replay up to 100 commit files, and so would each of delta-rs's own loads.
@@ -338,6 +352,9 @@ class DeltaRs:
                 table.create_checkpoint()
             except Exception as err:  # noqa: BLE001 - as Spark's: the commit is made; a later one checkpoints
                 log.warning("%s: checkpoint of version %d failed: %s", location, table.version(), err)
+                return
+            _drop_stale_checksum(path)
+
 
     def _source(self, schema: TableSchema, rows: Sequence[tuple]):
         """The rows as an Arrow table named as the table's columns, then a deleted flag named unlike any of them."""

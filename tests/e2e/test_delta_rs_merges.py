@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import logging
 import subprocess
 import sys
@@ -122,6 +123,34 @@ def test_spark_and_delta_rs_merge_the_same_table_in_turn(sql, spark, tmp_path):
     spark.catalog.clearCache()
     assert len(_rows(spark, name)) == 10
     assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=38))
+
+
+def test_a_checkpoint_delta_rs_writes_after_spark_s_reads_back_on_a_local_file_system(sql, spark, tmp_path):
+    # Setup: a table whose log is checkpointed every 2 commits: Spark commits versions 1 (the property) and 2 (a
+    # MERGE over delta-rs's row limit), so Spark checkpoints version 2 and Hadoop's local file system writes a
+    # checksum file beside `_last_checkpoint`; delta-rs commits 3 and 4 and checkpoints 4, rewriting it.
+    # Expect: Hadoop's local file system reads `_last_checkpoint` back (a stale checksum file would fail it, and
+    # Delta would then retry it three times a second apart and list the log instead, at every first read).
+    schema = _table("checkpoints")
+    locator = PathLocator(str(tmp_path))
+    writer = DeltaWriter(sql, locator, small_merges=DeltaRs(max_rows=2))
+    writer.create(schema.name, schema, None, replace=False)
+    name = locator.sql_name(schema.name)
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
+    writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (k, "s")) for k in range(3)]), AppliedPoint(ts=10))
+    log = tmp_path / "db" / "checkpoints" / "_delta_log"
+    assert (log / "._last_checkpoint.crc").exists()  # (Spark's checkpoint of version 2, through Hadoop)
+    for ts in (20, 30):
+        writer.merge(schema.name, schema, SourceRows.of([NetChange(False, (ts, "r"))]), AppliedPoint(ts=ts))
+    assert _engines(spark, name)[-2:] == ["delta-rs", "delta-rs"]
+    jvm = spark._jvm
+    local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark._jsc.hadoopConfiguration())
+    stream = local.open(jvm.org.apache.hadoop.fs.Path(str(log / "_last_checkpoint")))
+    try:
+        written = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream)).readLine()
+    finally:
+        stream.close()
+    assert json.loads(written)["version"] == 4
 
 
 def _merged_by(engine: str, spark, writer, where, schema: TableSchema, prepare=None) -> None:
