@@ -67,6 +67,9 @@ def _replay_start(sql, locator, store: CheckpointStore, consumer: str) -> Checkp
     return store.load(consumer, saved_before=min(d.recorded_at for d in letters))
 
 
+@pytest.mark.one_pair("the checkpoint table's cleanup is the same Python on both pairs; each Delta's OPTIMIZE and "
+                      "VACUUM run in test_maintenance.py and the staging table's cleanup below, on both (CI time)",
+                      pair="oldest")
 def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_rows(sql, tmp_path):
     # Setup: consumer "other" saves 3 checkpoints; consumer "main" then saves 9, as the job does
     # (save, then clean up when due) with keep 2 and a cleanup every 3 batches, files no longer used
