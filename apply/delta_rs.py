@@ -89,8 +89,8 @@ def local_path(location: str) -> str | None:
 def _drop_stale_checksum(path: str) -> None:
     # Spark writes `_last_checkpoint` through Hadoop's local file system, which keeps a checksum file beside it;
     # delta-rs rewrites `_last_checkpoint` alone. Left there, the stale checksum fails Spark's next read of it:
-    # Delta retries three times a second apart, then lists the whole log, at every first read of the table (a
-    # maintenance pass over 20 tables took a minute). Without a checksum file Hadoop reads the file unchecked.
+    # Delta retries three times a second apart, then lists the whole log, at every first read of the table
+    # (3-4 s and a page of warnings each). Without a checksum file Hadoop reads the file unchecked.
     try:
         os.remove(os.path.join(path, "_delta_log", "._last_checkpoint.crc"))
     except FileNotFoundError:
