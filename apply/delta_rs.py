@@ -355,7 +355,6 @@ class DeltaRs:
                 return
             _drop_stale_checksum(path)
 
-
     def _source(self, schema: TableSchema, rows: Sequence[tuple]):
         """The rows as an Arrow table named as the table's columns, then a deleted flag named unlike any of them."""
         pa = self._pa

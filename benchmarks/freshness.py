@@ -17,8 +17,9 @@ minute) and a table's work per batch (its MERGEs, DDL and first reads, the job's
 With `--fresh-inserts-only` each batch adds a file to every table it touches, so without maintenance the
 snapshots grow; with `--fresh-also maintenance.every_batches=N` they stay bounded (and with
 `maintenance.vacuum_retain_hours=0` the folders too). With updates and deletes (the default stream) a MERGE
-rewrites the files it touches: the snapshots stay small, the folders grow. Every table is then compared with the stream's model, where the job drained its backlog (a job
-stopped with changes unapplied is not compared: its tables lack them by design; the section says so and fails).
+rewrites the files it touches: the snapshots stay small, the folders grow. Every table is then compared with
+the stream's model, where the job drained its backlog (a job stopped with changes unapplied is not compared:
+its tables lack them by design; the section says so and fails).
 """
 
 from __future__ import annotations
@@ -303,7 +304,7 @@ def bench_freshness(args, lake) -> None:
                   + (f"; a table's data files mean {_mean(c[0] for c in counts[-1]):.1f} max "
                      f"{max(c[0] for c in counts[-1])}, on disk mean {_mean(c[1] for c in counts[-1]):.1f}"
                      if counts and counts[-1] else "")
-                  + (f"; a table's work a batch mean {sum(spent) / len(spent):.2f}s p95 {_percentile(spent, 0.95):.2f}s"
+                  + (f"; a table's work a batch mean {_mean(spent):.2f}s p95 {_percentile(spent, 0.95):.2f}s"
                      if spent else ""), flush=True)
         seconds_each = sorted(r["batch_seconds"] for r in records[1:])
         if seconds_each:
