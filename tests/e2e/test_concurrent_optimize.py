@@ -108,16 +108,21 @@ class _OptimizeDuringEachMerge:
             self._stop.wait(0.05)
 
 
+# Four or five MERGEs, each met by an OPTIMIZE: a conflict and a retry each time (40 transactions and a
+# dozen MERGEs until 2026-12-06: the same behaviour twice over, 20-25 s more of each CI side).
+TRANSACTIONS = 20
+
+
 def _items_stream():
     """Many small transactions into one table. All but two only insert new keys: such a MERGE adds a data
     file and leaves the others, so the table always has small files for OPTIMIZE to compact. Two also
     update and delete older keys (their files are rewritten)."""
     feed = items_feed()
-    for t in range(40):
+    for t in range(TRANSACTIONS):
         with feed.transaction() as txn:
             for i in range(4 * t, 4 * t + 4):
                 txn.insert("shop", "items", item(i))
-            if t in (19, 39):
+            if t in (TRANSACTIONS // 2 - 1, TRANSACTIONS - 1):
                 txn.update("shop", "items", [t], {"price": Decimal("7.77")})
                 txn.delete("shop", "items", [t + 1])
     return feed
@@ -126,8 +131,8 @@ def _items_stream():
 def test_a_concurrent_optimize_makes_merges_retry_never_fail_or_lose_or_double(
     spark, kafka, tmp_path, unique, caplog, monkeypatch
 ):
-    # Setup: 40 transactions (inserts, updates, deletes) into shop.items read in batches of 20
-    # messages, so the job makes about a dozen MERGE commits; during each MERGE, after it read the
+    # Setup: 20 transactions (inserts, updates, deletes) into shop.items read in batches of 20
+    # messages, so the job makes four or five MERGE commits; during each MERGE, after it read the
     # table, a compaction thread on the test's session commits an OPTIMIZE of the table.
     # Expect: Delta refuses those MERGE commits (ConcurrentAppendException or
     # ConcurrentDeleteReadException, by release); the job logs each and runs the MERGE again, and
@@ -148,7 +153,7 @@ def test_a_concurrent_optimize_makes_merges_retry_never_fail_or_lose_or_double(
     assert optimize.errors == []
     merges_held = len(list(gate.glob("*.raced")))
     retries = [r.getMessage() for r in caplog.records if "merge shop.items: concurrent commit" in r.getMessage()]
-    assert merges_held >= 8 and optimize.compactions >= 6, (merges_held, optimize.compactions)
+    assert merges_held >= 3 and optimize.compactions >= 2, (merges_held, optimize.compactions)
     # Each OPTIMIZE that replaced files made the MERGE it interrupted run again, once.
     assert len(retries) == optimize.compactions, retries
     assert all("attempt 1 of 5" in r for r in retries), retries

@@ -147,6 +147,10 @@ def test_spark_submit_to_a_standalone_cluster_decodes_on_executors_of_other_jvms
             *submit_command(cluster.url, _installed_spark_submit_file(runtime_python), python=str(runtime_python),
                             events=events, ivy=ivy, conf={
                                 "spark.executor.memory": "1g",
+                                # A one-core cluster: as many partitions as local sessions take (jobs.session's
+                                # LOCAL_DEFAULTS), not Spark's 200 and Delta's 50 tasks a shuffle and a snapshot
+                                "spark.sql.shuffle.partitions": "2",
+                                "spark.databricks.delta.snapshotPartitions": "2",
                                 # (the executors' JVMs live a minute: the quick compiler, as the job processes' JVMs)
                                 "spark.executor.extraJavaOptions": env["JAVA_TOOL_OPTIONS"]}),
             "run", "--config", str(config), "--until-idle",

@@ -38,8 +38,9 @@ pytestmark = [
     pytest.mark.process,
     pytest.mark.one_pair(
         "a broker of its own and three job processes (a Spark JVM each); TLS, SASL and the registry client are "
-        "librdkafka's and confluent-kafka's, the same on every Python/Spark pair",
-        pair="newest",
+        "librdkafka's and confluent-kafka's, the same on every Python/Spark pair (on the oldest since 2026-12-06: "
+        "the sides' balance, after the oldest side's cluster test was cut by half)",
+        pair="oldest",
     ),
 ]
 
