@@ -109,7 +109,7 @@ class _OptimizeDuringEachMerge:
 
 
 # Four or five MERGEs, each met by an OPTIMIZE: a conflict and a retry each time (40 transactions and a
-# dozen MERGEs until 2026-12-06: the same behaviour twice over, 20-25 s more of each CI side).
+# dozen MERGEs until 2026-12-06: the same behaviour twice over, 14-18 s more of each CI side).
 TRANSACTIONS = 20
 
 
