@@ -21,11 +21,13 @@ from tests.installed import virtualenv
 from tests.support import assert_table, publish
 from tests.workloads import DEMO_TABLE_DDLS
 from ticdc_delta.jobs.paths import cache_dir
-from ticdc_delta.jobs.session import share_ivy_cache
+from ticdc_delta.jobs.session import LOCAL_DEFAULTS, share_ivy_cache
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs("the wheel as each supported Python builds and installs it")]
 
 ROOT = Path(__file__).resolve().parents[2]
+# What a local session of the product sets and a cluster's session leaves at Spark's and Delta's defaults.
+_PARTITION_SETTINGS = ("spark.sql.shuffle.partitions", "spark.databricks.delta.snapshotPartitions")
 
 
 @pytest.fixture(scope="module")
@@ -147,10 +149,9 @@ def test_spark_submit_to_a_standalone_cluster_decodes_on_executors_of_other_jvms
             *submit_command(cluster.url, _installed_spark_submit_file(runtime_python), python=str(runtime_python),
                             events=events, ivy=ivy, conf={
                                 "spark.executor.memory": "1g",
-                                # A one-core cluster: as many partitions as local sessions take (jobs.session's
-                                # LOCAL_DEFAULTS), not Spark's 200 and Delta's 50 tasks a shuffle and a snapshot
-                                "spark.sql.shuffle.partitions": "2",
-                                "spark.databricks.delta.snapshotPartitions": "2",
+                                # A one-core cluster: as many partitions as local sessions take, not Spark's
+                                # 200 and Delta's 50 tasks a shuffle and a snapshot (141 -> 75 s alone)
+                                **{key: LOCAL_DEFAULTS[key] for key in _PARTITION_SETTINGS},
                                 # (the executors' JVMs live a minute: the quick compiler, as the job processes' JVMs)
                                 "spark.executor.extraJavaOptions": env["JAVA_TOOL_OPTIONS"]}),
             "run", "--config", str(config), "--until-idle",
