@@ -32,7 +32,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from ticdc_delta.apply.dead_letters import DeadLetterTable
-from ticdc_delta.apply.internal_tables import append_internal_rows, vacuum_internal_table
+from ticdc_delta.apply.internal_tables import append_internal_rows, own_rows, vacuum_internal_table
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.progress import is_missing_table
 from ticdc_delta.apply.sql_session import SqlSession
@@ -119,6 +119,19 @@ def _first_row(result) -> dict:
     return rows[0].asDict(recursive=True) if rows else {}
 
 
+def _newest(rows: list[dict], consumer: str, saved_before: dt.datetime | None) -> dict | None:
+    """What Spark's read of the newest checkpoint gives, from every row of the table as delta-rs reads them: its
+    times are UTC (Spark's: the local time zone's, without one), a `saved_before` without a zone is local time."""
+    bound = None if saved_before is None else saved_before.astimezone(dt.timezone.utc)
+    mine = [r for r in rows if r["consumer"] == consumer and (bound is None or (r["saved_at"] is not None and r["saved_at"] < bound))]
+    if not mine:
+        return None
+    newest = dict(max(mine, key=lambda r: r["batch"]))
+    if newest["saved_at"] is not None:
+        newest["saved_at"] = newest["saved_at"].astimezone().replace(tzinfo=None)
+    return newest
+
+
 class CheckpointStore:
     def __init__(self, sql: SqlSession, locator: TableLocator, retention: Retention | None = None) -> None:
         """`retention` None: never cleans up (for readers: status, replay)."""
@@ -132,22 +145,28 @@ class CheckpointStore:
 
     def load(self, consumer: str, *, saved_before: dt.datetime | None = None) -> Checkpoint | None:
         """The consumer's newest checkpoint; with `saved_before`, its newest one saved before then."""
-        try:
-            rows = self._sql.table(self._name).where(F.col("consumer") == F.lit(consumer))
-            if saved_before is not None:
-                rows = rows.where(F.col("saved_at") < F.lit(saved_before))
-            rows = (
-                rows.orderBy(F.col("batch").desc())
-                .limit(1)
-                .collect()
-            )
-        except AnalysisException as err:
-            if is_missing_table(err):
-                return None
-            raise
-        if not rows:
+        read = own_rows(self._locator, _TABLE)
+        if read is not None:  # (delta-rs's read: no Spark statement)
+            row = _newest(read.to_pylist(), consumer, saved_before)
+        elif self._locator.own_delta_rs is not None and not self._locator.internal_table_exists(self._sql, _TABLE):
+            return None  # (a new target's: a look at the folder, not a Spark statement)
+        else:
+            try:
+                rows = self._sql.table(self._name).where(F.col("consumer") == F.lit(consumer))
+                if saved_before is not None:
+                    rows = rows.where(F.col("saved_at") < F.lit(saved_before))
+                rows = (
+                    rows.orderBy(F.col("batch").desc())
+                    .limit(1)
+                    .collect()
+                )
+            except AnalysisException as err:
+                if is_missing_table(err):
+                    return None
+                raise
+            row = rows[0].asDict() if rows else None
+        if row is None:
             return None
-        row = rows[0]
         return Checkpoint(
             consumer=consumer,
             batch=row["batch"],
@@ -155,7 +174,7 @@ class CheckpointStore:
             watermarks=_decode_tp_map(row["watermarks"]),
             decoder_state=bytes(row["decoder_state"]),
             saved_at=row["saved_at"],
-            routes=row.asDict().get("routes"),
+            routes=row.get("routes"),
         )
 
     def save(self, checkpoint: Checkpoint) -> None:

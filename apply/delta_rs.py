@@ -68,10 +68,10 @@ _NEEDS_SPARK = frozenset({"VARIANT"})
 # As Spark's MERGE (apply.sql_session): a commit that lost a race is run again a few times, with jittered backoff.
 _CONFLICT_ATTEMPTS = 5
 # delta-rs's CommitFailedError says why; these are "another writer committed first" (it retries the rest itself).
-_CONFLICT_WORDS = ("concurrent", "changed since last commit", "already exists")
+CONFLICT_WORDS = ("concurrent", "changed since last commit", "already exists")
 # String statistics are cut to this many bytes (the least upper bound raised), as Parquet writers do by default:
 # delta-rs's Python writer would otherwise record whole values, however long, in every commit and checkpoint.
-_STATISTICS_PREFIX_BYTES = 64
+STATISTICS_PREFIX_BYTES = 64
 
 
 def local_path(location: str) -> str | None:
@@ -97,6 +97,20 @@ def _drop_stale_checksum(path: str) -> None:
         pass
     except OSError as err:
         log.warning("%s: could not remove the stale checksum of _last_checkpoint: %s", path, err)
+
+
+def checkpoint_as_spark_would(table, path: str, location: str) -> None:
+    # Spark checkpoints a table's log every `delta.checkpointInterval` commits (10 unless set); delta-rs only
+    # every 100. Without one every 10, each first read of the table (a restart's applied point, Spark's next
+    # MERGE or DDL) would replay up to 100 commit files, and so would each of delta-rs's own loads.
+    interval = int(table.metadata().configuration.get("delta.checkpointInterval", "10"))
+    if interval > 0 and table.version() % interval == 0:
+        try:
+            table.create_checkpoint()
+        except Exception as err:  # noqa: BLE001 - as Spark's: the commit is made; a later one checkpoints
+            log.warning("%s: checkpoint of version %d failed: %s", location, table.version(), err)
+            return
+        _drop_stale_checksum(path)
 
 
 # The deltalake releases whose writes were checked against Spark's (tests/e2e/test_delta_rs_reads.py): another
@@ -259,7 +273,7 @@ class DeltaRs:
             log.debug("%s: left to Spark's MERGE: %s", location, err)
             return False
         except CommitFailedError as err:
-            if any(word in str(err).lower() for word in _CONFLICT_WORDS):
+            if any(word in str(err).lower() for word in CONFLICT_WORDS):
                 return None
             return self._failed(location, path, before, tags, err)
         except Exception as err:  # noqa: BLE001 - delta-rs's own errors, I/O, the source's
@@ -268,7 +282,7 @@ class DeltaRs:
             # Nothing changed (deletes of keys the table lacks): delta-rs then makes no commit, where Spark's
             # commits the tags (the applied point must move on), so Spark's MERGE does it.
             return False
-        self._checkpoint_as_spark_would(table, path, location)
+        checkpoint_as_spark_would(table, path, location)
         return True
 
     def _execute(self, table, schema: TableSchema, rows: Sequence[tuple], source, tags: CommitTags) -> None:
@@ -291,7 +305,7 @@ class DeltaRs:
         # FLOAT/DOUBLE values are written without a dictionary: Spark's Parquet reader checks an equality against
         # a dictionary by the values' bits, so a file whose dictionary holds -0.0 was skipped by `= 0.0`.
         plain = {c.name: ColumnProperties(dictionary_enabled=False) for c in floating(schema)}
-        writer = WriterProperties(compression="SNAPPY", statistics_truncate_length=_STATISTICS_PREFIX_BYTES,
+        writer = WriterProperties(compression="SNAPPY", statistics_truncate_length=STATISTICS_PREFIX_BYTES,
                                   column_properties=plain or None)
         # The log is checkpointed as Spark does it (below), not every 100 commits as delta-rs would on its own.
         hooks = PostCommitHookProperties(create_checkpoint=False)
@@ -340,20 +354,6 @@ class DeltaRs:
         except Exception as err:  # noqa: BLE001 - then it cannot be told: the caller's MERGE decides by the pair
             log.debug("%s: could not read back what was committed: %s", path, err)
             return False
-
-    @staticmethod
-    def _checkpoint_as_spark_would(table, path: str, location: str) -> None:
-        # Spark checkpoints a table's log every `delta.checkpointInterval` commits (10 unless set); delta-rs only
-        # every 100. Without one every 10, each first read of the table (a restart's applied point, Spark's next
-        # MERGE or DDL) would replay up to 100 commit files, and so would each of delta-rs's own loads.
-        interval = int(table.metadata().configuration.get("delta.checkpointInterval", "10"))
-        if interval > 0 and table.version() % interval == 0:
-            try:
-                table.create_checkpoint()
-            except Exception as err:  # noqa: BLE001 - as Spark's: the commit is made; a later one checkpoints
-                log.warning("%s: checkpoint of version %d failed: %s", location, table.version(), err)
-                return
-            _drop_stale_checksum(path)
 
     def _source(self, schema: TableSchema, rows: Sequence[tuple]):
         """The rows as an Arrow table named as the table's columns, then a deleted flag named unlike any of them."""

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from pyspark.errors import AnalysisException
 
@@ -12,9 +12,6 @@ from ticdc_delta.apply.identifiers import quote
 from ticdc_delta.apply.spark_errors import error_condition
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.apply.table_features import TableLayout
-
-if TYPE_CHECKING:  # the locator records path tables' folders in one of these tables
-    from ticdc_delta.apply.locator import TableLocator
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +22,50 @@ ALREADY_THERE = frozenset({"TABLE_OR_VIEW_ALREADY_EXISTS", "TABLE_ALREADY_EXISTS
 _PROPERTIES = ", ".join(f"'{k}' = '{v}'" for k, v in TableLayout().create_properties().items())
 
 
+class OwnDeltaRs(Protocol):
+    """Who reads and appends to the product's own tables besides Spark (apply.delta_rs_own_tables)."""
+
+    def append(self, location: str, columns: Sequence[tuple[str, str]], rows: Sequence[tuple],
+               check_write: Callable[[], None], create_with: Mapping[str, str] | None = None) -> bool:
+        """The rows appended to the table at `location` (created with the table properties `create_with` where it is
+        missing); False: not taken (Spark's to do)."""
+        ...
+
+    def rows(self, location: str):
+        """The table at `location` as an Arrow table (its columns, every row); None: Spark's to read."""
+        ...
+
+
+def own_rows(locator: OwnTablePlaces, table: str):
+    """One of the product's own tables as delta-rs reads it (an Arrow table); None where Spark reads it."""
+    location = locator.internal_location(table)
+    if locator.own_delta_rs is None or location is None:
+        return None
+    return locator.own_delta_rs.rows(location)
+
+
+class OwnTablePlaces(Protocol):
+    """Where the product's own tables are (apply.locator's locators; named here, not imported: the locator
+    records path tables' folders in one of these tables)."""
+
+    # Reads of and appends to own tables besides Spark's (None: Spark's only).
+    own_delta_rs: OwnDeltaRs | None
+
+    def internal_sql_name(self, name: str) -> str: ...
+
+    def internal_location(self, name: str) -> str | None:
+        """The folder of one of the product's own tables (None: a catalog table)."""
+        ...
+
+    def prepare_internal(self, sql) -> None: ...
+
+    def internal_table_exists(self, sql, name: str) -> bool: ...
+
+
 class InternalTable:
     """One of the product's own tables as one session writes it: `sql_name` is how SQL names it."""
 
-    def __init__(self, sql: SqlSession, locator: TableLocator, table: str) -> None:
+    def __init__(self, sql: SqlSession, locator: OwnTablePlaces, table: str) -> None:
         self._sql = sql
         self._locator = locator
         self.sql_name = locator.internal_sql_name(table)
@@ -36,7 +73,7 @@ class InternalTable:
 
 def ensure_internal_table(
     sql: SqlSession,
-    locator: TableLocator,
+    locator: OwnTablePlaces,
     table: str,
     columns: str,
     *,
@@ -59,7 +96,7 @@ def ensure_internal_table(
 
 def create_internal_table_as(
     sql: SqlSession,
-    locator: TableLocator,
+    locator: OwnTablePlaces,
     table: str,
     select: str,
     *,
@@ -89,7 +126,7 @@ def _create(sql: SqlSession, statement: str, what: str, guarded: bool) -> None:
 
 def append_internal_rows(
     sql: SqlSession,
-    locator: TableLocator,
+    locator: OwnTablePlaces,
     table: str,
     columns: Sequence[tuple[str, str]],
     rows: Sequence[tuple],
@@ -118,6 +155,8 @@ def append_internal_rows(
     schema = ", ".join(f"{quote(column)} {kind}" for column, kind in columns)
     names = ", ".join(quote(column) for column, _ in columns)
     what = what or f"append to {name}"
+    if _appended_by_delta_rs(sql, locator, table, columns, rows, what):
+        return
     with sql.view(rows, schema) as source:
         if not exists:
             if not locator.internal_table_exists(sql, table):
@@ -130,6 +169,17 @@ def append_internal_rows(
             if add_missing_columns:
                 _add_missing_columns(sql, name, columns, what)
         sql.run(f"INSERT INTO {name} ({names}) SELECT /*+ COALESCE(1) */ * FROM {source}", what=what)
+
+
+def _appended_by_delta_rs(sql: SqlSession, locator: OwnTablePlaces, table: str, columns: Sequence[tuple[str, str]],
+                          rows: Sequence[tuple], what: str) -> bool:
+    """The rows appended by the locator's other writer (creating the table where it is missing, with the properties
+    every own table has); False where it did not take them."""
+    location = locator.internal_location(table)
+    if locator.own_delta_rs is None or location is None or not rows:
+        return False
+    return locator.own_delta_rs.append(location, columns, rows, lambda: sql.check_write(what),
+                                       create_with=TableLayout().create_properties())
 
 
 def _add_missing_columns(sql: SqlSession, name: str, columns: Sequence[tuple[str, str]], what: str) -> None:

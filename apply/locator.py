@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ticdc_delta.apply.identifiers import catalog_name, path_segment, quote, quote_parts
+from ticdc_delta.apply.internal_tables import OwnDeltaRs
 from ticdc_delta.apply.table_places import Entry, TablePlaces
 from ticdc_delta.apply.table_registry import append_entries, read_entries
 from ticdc_delta.schema_cache.events import TableName
@@ -22,6 +23,8 @@ from ticdc_delta.schema_cache.events import TableName
 class TableLocator(Protocol):
     # Path tables' folders as the table registry records them; None where tables are named, not placed.
     places: TablePlaces | None
+    # Reads of and appends to the product's own tables besides Spark's (path tables on the local file system).
+    own_delta_rs: OwnDeltaRs | None
 
     def sql_name(self, table: TableName) -> str:
         """A quoted name usable in Spark SQL."""
@@ -29,6 +32,10 @@ class TableLocator(Protocol):
 
     def internal_sql_name(self, name: str) -> str:
         """A quoted name for one of the project's own tables (checkpoints, ...)."""
+        ...
+
+    def internal_location(self, name: str) -> str | None:
+        """The folder of one of the project's own tables (None: a catalog table)."""
         ...
 
     def load(self, sql) -> None:
@@ -80,6 +87,7 @@ class PathLocator:
     consumer: str = ""  # who the registry rows it writes are of (every consumer's say where tables are)
     places: TablePlaces = field(default_factory=TablePlaces, compare=False, repr=False)
     _registry: dict = field(default_factory=dict, compare=False, repr=False)  # its shape (`table_registry`)
+    own_delta_rs: OwnDeltaRs | None = field(default=None, compare=False, repr=False)
 
     def path(self, table: TableName) -> str:
         return f"{self.root.rstrip('/')}/{self.places.folder(table)}"
@@ -92,6 +100,9 @@ class PathLocator:
 
     def internal_sql_name(self, name: str) -> str:
         return f"delta.{quote(self.internal_path(name))}"
+
+    def internal_location(self, name: str) -> str | None:
+        return self.internal_path(name)
 
     def load(self, sql) -> None:
         if not self.places.loaded:
@@ -148,6 +159,7 @@ class CatalogLocator:
     catalog: str
     meta_schema: str = "_ticdc"
     places = None  # the catalog says where its tables are
+    own_delta_rs = None  # (Spark's: a catalog table is read and written through its catalog)
 
     def load(self, sql) -> None:
         pass
@@ -169,6 +181,9 @@ class CatalogLocator:
 
     def internal_sql_name(self, name: str) -> str:
         return quote_parts(self.catalog, self.meta_schema, name)
+
+    def internal_location(self, name: str) -> str | None:
+        return None
 
     def prepare(self, sql, table: TableName) -> None:
         sql.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_parts(self.catalog, catalog_name(table.database))}")

@@ -16,19 +16,26 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from ticdc_delta.apply.internal_tables import InternalTable, append_internal_rows
+from ticdc_delta.apply.internal_tables import InternalTable, OwnTablePlaces, append_internal_rows, own_rows
 from ticdc_delta.apply.progress import is_missing_table
 from ticdc_delta.apply.sql_session import SqlSession
-from ticdc_delta.apply.table_places import Entry
+from ticdc_delta.apply.table_places import Entry, TablePlaces
 from ticdc_delta.schema_cache.events import TableName
 
-if TYPE_CHECKING:
-    from ticdc_delta.apply.locator import TableLocator
+
+class TableLocator(OwnTablePlaces, Protocol):
+    """What the registry asks of apply.locator's locators (named here, not imported: they read and write it)."""
+
+    places: TablePlaces | None
+
+    def load(self, sql) -> None: ...
+
+    def record(self, sql, entries: Sequence[Entry]) -> None: ...
 
 TABLE = "tables"
 _COLUMNS = (("consumer", "STRING"), ("database", "STRING"), ("table", "STRING"), ("registered_at", "TIMESTAMP"),
@@ -55,17 +62,22 @@ def read_entries(sql: SqlSession, locator: TableLocator, consumer: str | None = 
     """The registry's rows (of `consumer` only, if given), and its shape."""
     if locator.places is not None and not locator.internal_table_exists(sql, TABLE):
         return [], MISSING  # a look at the folder, not a Spark read: a new target's every run asks
-    try:
-        frame = sql.table(locator.internal_sql_name(TABLE))
-        current = all(name in frame.columns for name, _ in _ADDED)
-        wanted = ["consumer", "database", "table"] + ([name for name, _ in _ADDED] if current else [])
-        if consumer is not None:
-            frame = frame.where(F.col("consumer") == F.lit(consumer))
-        rows = frame.select(*wanted).collect()
-    except AnalysisException as err:
-        if is_missing_table(err):
-            return [], MISSING
-        raise
+    read = own_rows(locator, TABLE)
+    if read is not None:  # (delta-rs's read: no Spark statement)
+        current = all(name in read.column_names for name, _ in _ADDED)
+        rows = [r for r in read.to_pylist() if consumer is None or r["consumer"] == consumer]
+    else:
+        try:
+            frame = sql.table(locator.internal_sql_name(TABLE))
+            current = all(name in frame.columns for name, _ in _ADDED)
+            wanted = ["consumer", "database", "table"] + ([name for name, _ in _ADDED] if current else [])
+            if consumer is not None:
+                frame = frame.where(F.col("consumer") == F.lit(consumer))
+            rows = frame.select(*wanted).collect()
+        except AnalysisException as err:
+            if is_missing_table(err):
+                return [], MISSING
+            raise
     entries = [
         Entry(TableName(r["database"], r["table"]), r["folder"] if current else None,
               bool(current and r["removed"]), (r["seq"] or 0) if current else 0, r["consumer"])

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from pyspark.errors import AnalysisException
 
-from ticdc_delta.apply.internal_tables import ensure_internal_table
+from ticdc_delta.apply.internal_tables import ensure_internal_table, own_rows
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.progress import is_missing_table
 from ticdc_delta.apply.sql_session import SqlSession
@@ -55,14 +55,20 @@ class Tombstones:
 
     def _load(self) -> dict[TableName, Removal]:
         if self._known is None:
-            try:
-                rows = self._sql.table(self._name).collect()
-            except AnalysisException as err:
-                if not is_missing_table(err):
-                    raise
-                rows = []
+            read = own_rows(self._locator, _TABLE)  # (delta-rs's read: no Spark statement)
+            if read is not None:
+                rows = read.to_pylist()
+            elif self._locator.own_delta_rs is not None and not self._locator.internal_table_exists(self._sql, _TABLE):
+                rows = []  # (none yet, as on most targets: a look at the folder, not a Spark statement)
+            else:
+                try:
+                    rows = [r.asDict() for r in self._sql.table(self._name).collect()]
+                except AnalysisException as err:
+                    if not is_missing_table(err):
+                        raise
+                    rows = []
             self._known = {
-                TableName(r["database"], r["table"]): Removal(r["removed_ts"], r.asDict().get(_HELD_THROUGH)) for r in rows
+                TableName(r["database"], r["table"]): Removal(r["removed_ts"], r.get(_HELD_THROUGH)) for r in rows
             }
         return self._known
 

@@ -31,6 +31,7 @@ from ticdc_delta.apply.changes import TableChanges
 from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore, Retention
 from ticdc_delta.apply.dead_letters import DeadLetterTable
 from ticdc_delta.apply.delta_rs import DeltaRs
+from ticdc_delta.apply.delta_rs_own_tables import DeltaRsOwnTables
 from ticdc_delta.apply.delta_writer import DeltaWriter
 from ticdc_delta.apply.gate import Gate, gate_for
 from ticdc_delta.apply.lease import ConsumerLease, committing_processes
@@ -58,8 +59,11 @@ from ticdc_delta.schema_cache.protocols import create_decoder
 log = logging.getLogger(__name__)
 
 def locator_for(config: Config) -> TableLocator:
+    """Where the tables are; the product's own tables take their appends from delta-rs wherever it takes the
+    data tables' small MERGEs (`target.small_merge_writer`; apply.delta_rs_own_tables)."""
     if config.target.path:
-        return PathLocator(config.target.path, config.kafka.group_id)
+        fast = config.target.small_merge_writer != SPARK_WRITER and config.target.why_not_delta_rs() is None
+        return PathLocator(config.target.path, config.kafka.group_id, own_delta_rs=DeltaRsOwnTables() if fast else None)
     return CatalogLocator(config.target.catalog, config.target.meta_schema)
 
 

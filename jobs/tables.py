@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ticdc_delta.apply.delta_rs_own_tables import own_tables_reader
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.exceptions import ConfigError
@@ -22,7 +23,7 @@ from ticdc_delta.schema_cache.events import TableName
 
 def _located(spark, root: str) -> tuple[PathLocator, SqlSession]:
     sql = SqlSession(spark, isolate=False)
-    locator = PathLocator(root)
+    locator = PathLocator(root, own_delta_rs=own_tables_reader(root))  # (reads only)
     locator.load(sql)
     return locator, sql
 

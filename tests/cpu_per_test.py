@@ -7,7 +7,7 @@ descendants (the session's Spark JVM, brokers, job processes and their Spark JVM
 reaped. A process that outlives its parent (a job process's JVM killed with its group, then reparented)
 goes uncounted. The two sides share the machine's cores, so a side's wall seconds depend on the other's
 load; its CPU-seconds much less: compare tests by CPU. `TICDC_DELTA_CPU_JSON=<file>` also writes every
-test's (node id, wall, CPU) there. Linux only.
+test's (node id, wall, CPU) there (`<file>.<pair>` when both pairs run). Linux only.
 """
 
 from __future__ import annotations
@@ -69,5 +69,7 @@ def pytest_terminal_summary(terminalreporter):
     for nodeid, wall, cpu in sorted(_spent, key=lambda spent: -spent[2])[:25]:
         terminalreporter.write_line(f"{cpu:7.1f} CPU-s {wall:7.1f} s  {nodeid}")
     if path := os.environ.get("TICDC_DELTA_CPU_JSON"):
+        if pair := os.environ.get("TICDC_DELTA_PAIR"):  # (both sides at once: a file each)
+            path = f"{path}.{pair}"
         with open(path, "w") as out:
             json.dump(_spent, out)
