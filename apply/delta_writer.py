@@ -325,6 +325,8 @@ class DeltaWriter:
             # A dropped table not yet cleaned up where this one goes (dropped and created again): replaced
             # in one commit, as on an object store nothing is deleted in a batch.
             replace = replace or self._locator.holds_leftover(self._sql, table)
+            if not replace:
+                self._locator.clear_cut_short(self._sql, table)
             created = self._layouts_of(table)
             statement = create_table_sql(
                 self._name(table), layout.delta_schema(schema), replace=replace,

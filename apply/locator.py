@@ -9,6 +9,7 @@ project's own tables in `<catalog>.<meta_schema>`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -18,6 +19,8 @@ from ticdc_delta.apply.internal_tables import OwnDeltaRs
 from ticdc_delta.apply.table_places import Entry, TablePlaces
 from ticdc_delta.apply.table_registry import append_entries, read_entries
 from ticdc_delta.schema_cache.events import TableName
+
+log = logging.getLogger(__name__)
 
 
 class TableLocator(Protocol):
@@ -56,6 +59,11 @@ class TableLocator(Protocol):
 
     def holds_leftover(self, sql, table: TableName) -> bool:
         """A table no name holds is still where `table` is about to be created (so it is replaced)."""
+        ...
+
+    def clear_cut_short(self, sql, table: TableName) -> None:
+        """Remove what a creation of `table` cut short left where it is about to be created (a log folder without
+        a commit, which Delta's CREATE refuses as a location that is not empty)."""
         ...
 
     def prepare_internal(self, sql) -> None: ...
@@ -127,6 +135,16 @@ class PathLocator:
     def holds_leftover(self, sql, table: TableName) -> bool:
         return _has_commits(sql, self.path(table))
 
+    def clear_cut_short(self, sql, table: TableName) -> None:
+        # A process (or its JVM) killed during the CREATE leaves `_delta_log/` holding its commit's temporary file
+        # only; Delta takes the folder for a table and refuses to create one there. Nothing in it is any table's
+        # (no commit names it), and the consumer's lease makes this job the only writer of its tables.
+        path = self.path(table)
+        if sql.path_exists(path + "/_delta_log") and not _has_commits(sql, path):
+            sql.check_write(f"remove what a cut-short creation of {table} left")
+            log.warning("%s: removing what a creation cut short left at %s (no commit) before creating it", table, path)
+            sql.delete_folder(path)
+
     def prepare_internal(self, sql) -> None:
         pass
 
@@ -172,6 +190,9 @@ class CatalogLocator:
 
     def holds_leftover(self, sql, table: TableName) -> bool:
         return False
+
+    def clear_cut_short(self, sql, table: TableName) -> None:
+        pass  # (the catalog places its tables: a creation that did not commit named no table)
 
     def clean_up(self, sql) -> list[str]:
         return []

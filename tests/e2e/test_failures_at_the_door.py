@@ -129,3 +129,22 @@ def test_a_spark_jvm_killed_mid_run_exits_8_in_one_line_and_the_next_run_resumes
 
     for table, ddl in DEMO_TABLE_DDLS.items():
         assert_table(spark, str(lake), feed, "shop", table, ddl)
+
+
+@pytest.mark.both_pairs("Delta's CREATE refuses a location holding a log folder without a commit, on each Delta release")
+def test_a_creation_cut_short_is_cleared_and_the_table_created(spark, kafka, tmp_path, unique):
+    # Setup: where the demo's tables go, what a job (or its JVM) killed during the CREATE leaves: `_delta_log/`
+    # holding the commit's temporary file only (seen when test above's kill landed there).
+    # Expect: the run creates the tables there all the same (one warning each), equal to upstream.
+    feed = demo_changefeed(seed=9, changes=40)
+    topic, group, lake = f"cut-{unique}", f"g-{unique}", tmp_path / "lake"
+    publish(kafka, topic, feed.messages)
+    for table in DEMO_TABLE_DDLS:
+        log_folder = lake / "shop" / table / "_delta_log"
+        (log_folder / "_commits").mkdir(parents=True)
+        (log_folder / ".00000000000000000000.json.cut-short.tmp").write_text('{"commitInfo":')
+
+    run_job(spark, kafka, topic, str(lake), group)
+
+    for table, ddl in DEMO_TABLE_DDLS.items():
+        assert_table(spark, str(lake), feed, "shop", table, ddl)
