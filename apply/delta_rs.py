@@ -113,6 +113,27 @@ def checkpoint_as_spark_would(table, path: str, location: str) -> None:
         _drop_stale_checksum(path)
 
 
+def with_conflict_retries(attempt: Callable[[], bool | None], check_write: Callable[[], None] | None, location: str,
+                          instead: str) -> bool:
+    """`attempt()` (True done, False Spark's to do, None another writer committed first) until it is not None, at
+    most a few times with jittered backoff, asking `check_write` (the job's lease) before each; False after the last
+    (`instead`, Spark's statement, runs)."""
+    for number in range(1, _CONFLICT_ATTEMPTS + 1):
+        if check_write is not None:
+            check_write()
+        outcome = attempt()
+        if outcome is not None:
+            return outcome
+        if number == _CONFLICT_ATTEMPTS:
+            log.warning("%s: another writer committed first %d times in a row; %s instead", location, number, instead)
+            return False
+        delay = random.uniform(0, 0.2 * 2**number)
+        log.warning("%s: concurrent commit (delta-rs), attempt %d of %d; again in %.2fs",
+                    location, number, _CONFLICT_ATTEMPTS, delay)
+        time.sleep(delay)
+    return False  # (not reached)
+
+
 # The deltalake releases whose writes were checked against Spark's (tests/e2e/test_delta_rs_reads.py): another
 # release may record statistics or encode columns otherwise, so it leaves the MERGEs to Spark.
 CHECKED_RELEASES = ((1, 6), (2, 0))
@@ -217,21 +238,8 @@ class DeltaRs:
         if why:
             log.debug("%s: left to Spark's MERGE: %s", location, why)
             return False
-        for attempt in range(1, _CONFLICT_ATTEMPTS + 1):
-            if check_write is not None:
-                check_write()
-            outcome = self._attempt(path, location, schema, rows, tags)
-            if outcome is not None:
-                return outcome
-            if attempt == _CONFLICT_ATTEMPTS:
-                log.warning("%s: another writer committed first %d times in a row; Spark's MERGE instead",
-                            location, attempt)
-                return False
-            delay = random.uniform(0, 0.2 * 2**attempt)
-            log.warning("%s: concurrent commit (delta-rs), attempt %d of %d; merging again in %.2fs",
-                        location, attempt, _CONFLICT_ATTEMPTS, delay)
-            time.sleep(delay)
-        return False  # (not reached)
+        return with_conflict_retries(lambda: self._attempt(path, location, schema, rows, tags), check_write,
+                                     location, "Spark's MERGE")
 
     def _attempt(self, path: str, location: str, schema: TableSchema, rows: Sequence[tuple],
                  tags: CommitTags) -> bool | None:

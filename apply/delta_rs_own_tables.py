@@ -2,9 +2,9 @@
 delta-rs, where it takes the data tables' small MERGEs (`target.small_merge_writer`: path tables on the local
 file system).
 
-Each append through Spark is a statement of its own: planning, a write job, the snapshot and the commit, about
-0.2-0.3 s of the driver's CPU for one row; a job run makes several (a checkpoint per batch, the metrics rows,
-the registry rows of tables it creates). delta-rs appends the same rows for a few milliseconds.
+Each append through Spark is a statement of its own (planning, a write job, the snapshot and the commit, on the
+driver, for one row or a few) and a job run makes several: a checkpoint per batch, the metrics rows, the
+registry rows of tables it creates. delta-rs appends the same rows in the job's Python process.
 
 An append is taken only where delta-rs writes what Spark's INSERT would, for every reader: the table's protocol
 and properties are those delta-rs writes as Spark does (apply.delta_rs_checks), and its columns are exactly the
@@ -18,24 +18,29 @@ its CREATE TABLE AS SELECT). The write guard (the job's lease) is asked before e
 
 A read (the registry at each run's start, the newest checkpoint, the tombstones) is delta-rs's wherever the table's
 protocol and properties are those it reads as Spark does; Spark's otherwise, and wherever delta-rs cannot open
-the table. Each is a statement of Spark's less too (0.1-0.3 s of the driver's CPU).
+the table. Each is a Spark statement less too.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
-import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 from ticdc_delta.apply.arrow_types import arrow_type
-from ticdc_delta.apply.delta_rs import CONFLICT_WORDS, STATISTICS_PREFIX_BYTES, checkpoint_as_spark_would, local_path
+from ticdc_delta.apply.delta_rs import (
+    CONFLICT_WORDS,
+    STATISTICS_PREFIX_BYTES,
+    checkpoint_as_spark_would,
+    local_path,
+    unavailable,
+    with_conflict_retries,
+)
 from ticdc_delta.apply.delta_rs_checks import properties_refusal, protocol_refusal
 
 log = logging.getLogger(__name__)
 
-_ATTEMPTS = 5
 # Table properties delta-rs refuses to set at creation, each at the value that is Delta's default.
 _DEFAULTS_LEFT_OUT = {"delta.enableTypeWidening": "false"}
 # Delta's primitive type names as the product's column definitions write them.
@@ -45,13 +50,11 @@ _DDL_NAMES = {"long": "BIGINT", "integer": "INT", "short": "SMALLINT", "byte": "
 def own_tables_reader(root: str) -> DeltaRsOwnTables | None:
     """delta-rs for the own tables under a path-table root, where it can read them (a local folder, the package
     installed); None: Spark's."""
-    from ticdc_delta.apply.delta_rs import unavailable
-
     return DeltaRsOwnTables() if local_path(root) is not None and unavailable() is None else None
 
 
 class DeltaRsOwnTables:
-    """Appends of rows to an existing own table at a local path, as Spark's INSERT would leave it."""
+    """Reads of and appends to the product's own tables at local paths, as Spark's would leave and read them."""
 
     def __init__(self) -> None:
         import pyarrow
@@ -71,17 +74,8 @@ class DeltaRsOwnTables:
         except (ValueError, TypeError, self._pa.ArrowException) as err:
             log.debug("%s: left to Spark's INSERT: %s", location, err)
             return False
-        for attempt in range(1, _ATTEMPTS + 1):
-            check_write()
-            outcome = self._attempt(path, location, columns, source, create_with)
-            if outcome is not None:
-                return outcome
-            if attempt == _ATTEMPTS:
-                log.warning("%s: another writer committed first %d times in a row; Spark's INSERT instead",
-                            location, attempt)
-                return False
-            time.sleep(random.uniform(0, 0.2 * 2**attempt))
-        return False  # (not reached)
+        return with_conflict_retries(lambda: self._attempt(path, location, columns, source, create_with), check_write,
+                                     location, "Spark's statement")
 
     def rows(self, location: str):
         """The table at `location` as an Arrow table (every row), or None where Spark reads it: missing, another
@@ -101,6 +95,65 @@ class DeltaRsOwnTables:
         except Exception as err:  # noqa: BLE001 - missing (being created), I/O: Spark reads it and says what is wrong
             log.debug("%s: read by Spark: %s", location, err)
             return None
+
+    def create(self, location: str, columns: Sequence[tuple[str, str]], row: tuple,
+               properties: Mapping[str, str]) -> bool | None:
+        """Create the table at `location` holding `row` as its first commit: True made by this call, False there
+        already (another writer made it), None Spark's to do (nothing committed)."""
+        from deltalake import DeltaTable, WriterProperties, write_deltalake
+        from deltalake.transaction import PostCommitHookProperties
+
+        path = local_path(location)
+        kept = {k: v for k, v in properties.items() if _DEFAULTS_LEFT_OUT.get(k) != v}
+        if path is None or any(k in _DEFAULTS_LEFT_OUT for k in kept):
+            return None
+        try:
+            source = self._source(columns, [row])
+            write_deltalake(path, source, mode="error", configuration=kept,
+                            writer_properties=WriterProperties(compression="SNAPPY"),
+                            post_commithook_properties=PostCommitHookProperties(create_checkpoint=False))
+        except Exception as err:  # noqa: BLE001 - there already (another job's), or delta-rs failed
+            try:
+                DeltaTable(path)
+            except Exception:  # noqa: BLE001 - still missing: Spark's CREATE TABLE AS SELECT decides
+                log.debug("%s: created by Spark: %s", location, err)
+                return None
+            return False
+        return True
+
+    def update_one(self, location: str, where: Mapping[str, object], values: Mapping[str, object]) -> bool | None:
+        """UPDATE of the rows whose columns hold `where`'s values to `values` (text, integers, times with their zone,
+        None): True if one row changed, False if none did or another writer committed to the table first (nothing of
+        this one was), None Spark's to do (nothing committed)."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import PostCommitHookProperties
+
+        path = local_path(location)
+        if path is None:
+            return None
+        try:
+            table = DeltaTable(path)
+            why = (protocol_refusal(table.protocol()) or properties_refusal(table.metadata().configuration)
+                   or ("partitioned" if table.metadata().partition_columns else None))
+            if why:
+                log.debug("%s: updated by Spark: %s", location, why)
+                return None
+            predicate = " AND ".join(f"{name} = {_literal(value)}" for name, value in where.items())
+            # delta-rs records the predicate as the files it read: a commit of another writer that replaced one
+            # of them since this table's version fails this one ("concurrent transaction"), as Spark's UPDATE does.
+            metrics = table.update(updates={name: _literal(value) for name, value in values.items()}, predicate=predicate,
+                                   post_commithook_properties=PostCommitHookProperties(create_checkpoint=False))
+        except CommitFailedError as err:
+            log.info("%s: another commit came first (%s)", location, str(err).splitlines()[0])
+            return False
+        except Exception as err:  # noqa: BLE001 - delta-rs failed before its commit: Spark's UPDATE instead
+            self._failed(location, err)
+            return None
+        if metrics.get("num_updated_rows", 0) == 0:
+            return False
+        checkpoint_as_spark_would(table, path, location)
+        return metrics["num_updated_rows"] == 1
 
     def _attempt(self, path: str, location: str, columns: Sequence[tuple[str, str]], source,
                  create_with: Mapping[str, str] | None) -> bool | None:
@@ -193,6 +246,22 @@ def arrow_of(pa, ddl: str):
             fields.append(pa.field(name.strip().strip("`"), arrow_of(pa, kind)))
         return pa.struct(fields)
     return arrow_type(pa, upper)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _literal(value: object) -> str:
+    """A value of the product's own tables (text, an integer, a time with its zone, or None) as SQL delta-rs reads."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return f"to_timestamp_micros({(value - _EPOCH) // dt.timedelta(microseconds=1)})"
+    raise TypeError(f"no literal for {value!r}")
 
 
 def _top_level(text: str) -> list[str]:

@@ -328,3 +328,44 @@ def test_delta_rs_merges_go_on_after_other_writers_and_its_own_errors(sql, spark
     assert len(failed) == 1 and "failed before committing" in failed[0] and "injected" in failed[0], failed
     assert _rows(spark, name) == [(1, "b"), (2, "d"), (5, "c")]
     assert read_progress(sql, name) == TableProgress(True, AppliedPoint(ts=30))
+
+
+@pytest.mark.parametrize("first", ["spark", "delta-rs"])
+def test_the_products_own_tables_take_appends_and_reads_from_both_writers_in_turn(sql, spark, tmp_path, first):
+    # Setup: checkpoints, metrics rows and registry rows written to one target by Spark and by delta-rs
+    # (apply.delta_rs_own_tables) in turn, the first writer creating each table.
+    # Expect: each writer takes the other's table (the engine of every commit says so); Spark reads every row;
+    # the newest checkpoint, the registry and the tombstones read by delta-rs equal Spark's reads.
+    from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore
+    from ticdc_delta.apply.delta_rs_own_tables import DeltaRsOwnTables
+    from ticdc_delta.apply.metrics_table import BatchRecord, MetricsTable
+    from ticdc_delta.apply.table_registry import TableRegistry
+    from ticdc_delta.apply.tombstones import Tombstones
+    from ticdc_delta.schema_cache.events import TopicPartition
+
+    by_spark, by_delta_rs = PathLocator(str(tmp_path), "c"), PathLocator(str(tmp_path), "c", own_delta_rs=DeltaRsOwnTables())
+    turns = [by_spark, by_delta_rs, by_spark] if first == "spark" else [by_delta_rs, by_spark, by_delta_rs]
+    tp = TopicPartition("t", 0)
+    for turn, locator in enumerate(turns, start=1):
+        CheckpointStore(sql, locator).save(Checkpoint("c", turn, {tp: turn}, {tp: 10 * turn}, bytes([turn])))
+        MetricsTable(sql, locator).append([BatchRecord(
+            consumer="c", run_id="r", round=turn, checkpoint=turn, recorded_at=dt.datetime.now(UTC), messages=turn,
+            row_events={}, ddl=0, dead_letters=0, replays_skipped=0, waiting=0, applied_ts=turn, commit_ts_lag_ms=1,
+            offsets={tp: turn}, offset_lag={tp: 0}, stage_seconds={"apply": 0.5}, batch_seconds=1.0,
+            table_seconds={TableName("db", f"t{turn}"): 0.25})])
+        TableRegistry(sql, locator, "c").register([TableName("db", f"t{turn}")])
+    Tombstones(sql, by_spark).record(TableName("db", "gone"), 7, "DROP TABLE")
+    engine = {"spark": "Apache-Spark", "delta-rs": "delta-rs"}
+    expected = [engine[first], engine[{"spark": "delta-rs", "delta-rs": "spark"}[first]], engine[first]]
+    for table in ("checkpoints", "metrics", "tables"):
+        name = by_spark.internal_sql_name(table)
+        assert _engines(spark, name) == expected, table
+    metrics = spark.table(by_spark.internal_sql_name("metrics")).orderBy("round").collect()
+    assert [(r["round"], r["offsets"], r["table_seconds"][0]["table"]) for r in metrics] == [
+        (turn, {"t/0": turn}, f"t{turn}") for turn in (1, 2, 3)]
+    assert CheckpointStore(sql, by_delta_rs).load("c") == CheckpointStore(sql, by_spark).load("c")
+    assert CheckpointStore(sql, by_delta_rs).load("c").batch == 3
+    assert TableRegistry(sql, PathLocator(str(tmp_path), "c", own_delta_rs=DeltaRsOwnTables()), "c").tables() == \
+        TableRegistry(sql, PathLocator(str(tmp_path), "c"), "c").tables() == [TableName("db", f"t{t}") for t in (1, 2, 3)]
+    assert Tombstones(sql, by_delta_rs).removal(TableName("db", "gone")) == Tombstones(sql, by_spark).removal(
+        TableName("db", "gone"))
