@@ -1,6 +1,6 @@
-"""Reads of and appends to the product's own tables (checkpoints, metrics, the table registry, tombstones) by
-delta-rs, where it takes the data tables' small MERGEs (`target.small_merge_writer`: path tables on the local
-file system).
+"""Reads of and writes to the product's own tables (checkpoints, metrics, the table registry, tombstones, the
+consumer's lease) by delta-rs, where it takes the data tables' small MERGEs (`target.small_merge_writer`: path
+tables on the local file system).
 
 Each append through Spark is a statement of its own (planning, a write job, the snapshot and the commit, on the
 driver, for one row or a few) and a job run makes several: a checkpoint per batch, the metrics rows, the
@@ -16,7 +16,10 @@ either way; Spark sets it only so that a session default cannot turn it on at cr
 error delta-rs raises before committing, leaves the append to Spark (False), which then commits it (a creation:
 its CREATE TABLE AS SELECT). The write guard (the job's lease) is asked before every attempt.
 
-A read (the registry at each run's start, the newest checkpoint, the tombstones) is delta-rs's wherever the table's
+The lease's row is created (`create`: the first commit, True only where this one made the table) and changed by
+a conditional UPDATE (`update_one`), whose commit delta-rs refuses where another writer replaced a file it read.
+
+A read (the registry at each run's start, the newest checkpoint, the tombstones, the lease) is delta-rs's wherever the table's
 protocol and properties are those it reads as Spark does; Spark's otherwise, and wherever delta-rs cannot open
 the table. Each is a Spark statement less too.
 """
