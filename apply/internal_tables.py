@@ -23,7 +23,8 @@ _PROPERTIES = ", ".join(f"'{k}' = '{v}'" for k, v in TableLayout().create_proper
 
 
 class OwnDeltaRs(Protocol):
-    """Who reads and appends to the product's own tables besides Spark (apply.delta_rs_own_tables)."""
+    """Who reads and writes the product's own tables besides Spark (apply.delta_rs_own_tables); each method's
+    None (False for `append`) leaves the statement to Spark."""
 
     def append(self, location: str, columns: Sequence[tuple[str, str]], rows: Sequence[tuple],
                check_write: Callable[[], None], create_with: Mapping[str, str] | None = None) -> bool:
@@ -33,6 +34,15 @@ class OwnDeltaRs(Protocol):
 
     def rows(self, location: str):
         """The table at `location` as an Arrow table (its columns, every row); None: Spark's to read."""
+        ...
+
+    def create(self, location: str, columns: Sequence[tuple[str, str]], row: tuple,
+               properties: Mapping[str, str]) -> bool | None:
+        """The table made holding `row` (True: by this call; False: there already)."""
+        ...
+
+    def update_one(self, location: str, where: Mapping[str, object], values: Mapping[str, object]) -> bool | None:
+        """A conditional UPDATE: True if it changed one row (False: none, or another commit came first)."""
         ...
 
 
@@ -48,7 +58,7 @@ class OwnTablePlaces(Protocol):
     """Where the product's own tables are (apply.locator's locators; named here, not imported: the locator
     records path tables' folders in one of these tables)."""
 
-    # Reads of and appends to own tables besides Spark's (None: Spark's only).
+    # Reads and writes of own tables besides Spark's (None: Spark's only).
     own_delta_rs: OwnDeltaRs | None
 
     def internal_sql_name(self, name: str) -> str: ...

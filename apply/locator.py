@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 class TableLocator(Protocol):
     # Path tables' folders as the table registry records them; None where tables are named, not placed.
     places: TablePlaces | None
-    # Reads of and appends to the product's own tables besides Spark's (path tables on the local file system).
+    # Reads and writes of the product's own tables besides Spark's (path tables on the local file system).
     own_delta_rs: OwnDeltaRs | None
 
     def sql_name(self, table: TableName) -> str:
