@@ -1,5 +1,5 @@
 """Reads of and writes to the product's own tables (checkpoints, metrics, the table registry, tombstones, the
-consumer's lease) by delta-rs, where it takes the data tables' small MERGEs (`target.small_merge_writer`: path
+consumer's lease table's creation) by delta-rs, where it takes the data tables' small MERGEs (`target.small_merge_writer`: path
 tables on the local file system).
 
 Each append through Spark is a statement of its own (planning, a write job, the snapshot and the commit, on the
@@ -16,8 +16,9 @@ either way; Spark sets it only so that a session default cannot turn it on at cr
 error delta-rs raises before committing, leaves the append to Spark (False), which then commits it (a creation:
 its CREATE TABLE AS SELECT). The write guard (the job's lease) is asked before every attempt.
 
-The lease's row is created (`create`: the first commit, True only where this one made the table) and changed by
-a conditional UPDATE (`update_one`), whose commit delta-rs refuses where another writer replaced a file it read.
+The lease's table is created holding its first row (`create`: True only where this commit made the table). Its
+conditional UPDATEs stay Spark's: delta-rs 1.6 lets an UPDATE commit after another writer replaced the file it
+read when the new file no longer matches its predicate (two rows for one consumer in the two-jobs test).
 
 A read (the registry at each run's start, the newest checkpoint, the tombstones, the lease) is delta-rs's wherever the table's
 protocol and properties are those it reads as Spark does; Spark's otherwise, and wherever delta-rs cannot open
@@ -26,7 +27,6 @@ the table. Each is a Spark statement less too.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -124,40 +124,6 @@ class DeltaRsOwnTables:
             return False
         return True
 
-    def update_one(self, location: str, where: Mapping[str, object], values: Mapping[str, object]) -> bool | None:
-        """UPDATE of the rows whose columns hold `where`'s values to `values` (text, integers, times with their zone,
-        None): True if one row changed, False if none did or another writer committed to the table first (nothing of
-        this one was), None Spark's to do (nothing committed)."""
-        from deltalake import DeltaTable
-        from deltalake.exceptions import CommitFailedError
-        from deltalake.transaction import PostCommitHookProperties
-
-        path = local_path(location)
-        if path is None:
-            return None
-        try:
-            table = DeltaTable(path)
-            why = (protocol_refusal(table.protocol()) or properties_refusal(table.metadata().configuration)
-                   or ("partitioned" if table.metadata().partition_columns else None))
-            if why:
-                log.debug("%s: updated by Spark: %s", location, why)
-                return None
-            predicate = " AND ".join(f"{name} = {_literal(value)}" for name, value in where.items())
-            # delta-rs records the predicate as the files it read: a commit of another writer that replaced one
-            # of them since this table's version fails this one ("concurrent transaction"), as Spark's UPDATE does.
-            metrics = table.update(updates={name: _literal(value) for name, value in values.items()}, predicate=predicate,
-                                   post_commithook_properties=PostCommitHookProperties(create_checkpoint=False))
-        except CommitFailedError as err:
-            log.info("%s: another commit came first (%s)", location, str(err).splitlines()[0])
-            return False
-        except Exception as err:  # noqa: BLE001 - delta-rs failed before its commit: Spark's UPDATE instead
-            self._failed(location, err)
-            return None
-        if metrics.get("num_updated_rows", 0) == 0:
-            return False
-        checkpoint_as_spark_would(table, path, location)
-        return metrics["num_updated_rows"] == 1
-
     def _attempt(self, path: str, location: str, columns: Sequence[tuple[str, str]], source,
                  create_with: Mapping[str, str] | None) -> bool | None:
         """True appended, False Spark's to do, None another writer committed first (nothing of this one was)."""
@@ -249,22 +215,6 @@ def arrow_of(pa, ddl: str):
             fields.append(pa.field(name.strip().strip("`"), arrow_of(pa, kind)))
         return pa.struct(fields)
     return arrow_type(pa, upper)
-
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-
-
-def _literal(value: object) -> str:
-    """A value of the product's own tables (text, an integer, a time with its zone, or None) as SQL delta-rs reads."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return f"to_timestamp_micros({(value - _EPOCH) // dt.timedelta(microseconds=1)})"
-    raise TypeError(f"no literal for {value!r}")
 
 
 def _top_level(text: str) -> list[str]:

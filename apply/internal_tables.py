@@ -41,10 +41,6 @@ class OwnDeltaRs(Protocol):
         """The table made holding `row` (True: by this call; False: there already)."""
         ...
 
-    def update_one(self, location: str, where: Mapping[str, object], values: Mapping[str, object]) -> bool | None:
-        """A conditional UPDATE: True if it changed one row (False: none, or another commit came first)."""
-        ...
-
 
 def own_rows(locator: OwnTablePlaces, table: str):
     """One of the product's own tables as delta-rs reads it (an Arrow table); None where Spark reads it."""

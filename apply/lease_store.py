@@ -181,17 +181,6 @@ class DeltaLeaseStore:
     def write(self, record: LeaseRecord, expected: LeaseRecord | None) -> bool:
         if expected is None:
             return self._insert(record)
-        location = self._locator.internal_location(TABLE)
-        if self._locator.own_delta_rs is not None and location is not None:
-            values = dict(zip((name for name, _ in _COLUMNS), _values(record), strict=True))
-            del values["consumer"]
-            changed = self._locator.own_delta_rs.update_one(
-                location, {"consumer": record.consumer, "revision": int(expected.revision)}, values)
-            if changed is not None:
-                if not changed:
-                    log.info("lease of %s: not changed (another commit to %s came first, or the row moved on)",
-                             record.consumer, self.sql_name)
-                return changed
         # Renewals, releases and take-overs: an UPDATE, about a quarter cheaper than the MERGE that inserting
         # needs (no join, no source to materialize), and Delta checks it for conflicts the same way. Every
         # value goes in as a literal the product wrote itself: strings hex-encoded, times in microseconds.
