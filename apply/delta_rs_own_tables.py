@@ -1,5 +1,5 @@
-"""Reads of and writes to the product's own tables (checkpoints, metrics, the table registry, tombstones, the
-consumer's lease table's creation) by delta-rs, where it takes the data tables' small MERGEs (`target.small_merge_writer`: path
+"""Reads of and writes to the product's own tables (checkpoints, metrics, the table registry, tombstones) by
+delta-rs, where it takes the data tables' small MERGEs (`target.small_merge_writer`: path
 tables on the local file system).
 
 Each append through Spark is a statement of its own (planning, a write job, the snapshot and the commit, on the
@@ -16,11 +16,7 @@ either way; Spark sets it only so that a session default cannot turn it on at cr
 error delta-rs raises before committing, leaves the append to Spark (False), which then commits it (a creation:
 its CREATE TABLE AS SELECT). The write guard (the job's lease) is asked before every attempt.
 
-The lease's table is created holding its first row (`create`: True only where this commit made the table). Its
-conditional UPDATEs stay Spark's: delta-rs 1.6 lets an UPDATE commit after another writer replaced the file it
-read when the new file no longer matches its predicate (two rows for one consumer in the two-jobs test).
-
-A read (the registry at each run's start, the newest checkpoint, the tombstones, the lease) is delta-rs's wherever the table's
+A read (the registry at each run's start, the newest checkpoint, the tombstones) is delta-rs's wherever the table's
 protocol and properties are those it reads as Spark does; Spark's otherwise, and wherever delta-rs cannot open
 the table. Each is a Spark statement less too.
 """
@@ -98,31 +94,6 @@ class DeltaRsOwnTables:
         except Exception as err:  # noqa: BLE001 - missing (being created), I/O: Spark reads it and says what is wrong
             log.debug("%s: read by Spark: %s", location, err)
             return None
-
-    def create(self, location: str, columns: Sequence[tuple[str, str]], row: tuple,
-               properties: Mapping[str, str]) -> bool | None:
-        """Create the table at `location` holding `row` as its first commit: True made by this call, False there
-        already (another writer made it), None Spark's to do (nothing committed)."""
-        from deltalake import DeltaTable, WriterProperties, write_deltalake
-        from deltalake.transaction import PostCommitHookProperties
-
-        path = local_path(location)
-        kept = {k: v for k, v in properties.items() if _DEFAULTS_LEFT_OUT.get(k) != v}
-        if path is None or any(k in _DEFAULTS_LEFT_OUT for k in kept):
-            return None
-        try:
-            source = self._source(columns, [row])
-            write_deltalake(path, source, mode="error", configuration=kept,
-                            writer_properties=WriterProperties(compression="SNAPPY"),
-                            post_commithook_properties=PostCommitHookProperties(create_checkpoint=False))
-        except Exception as err:  # noqa: BLE001 - there already (another job's), or delta-rs failed
-            try:
-                DeltaTable(path)
-            except Exception:  # noqa: BLE001 - still missing: Spark's CREATE TABLE AS SELECT decides
-                log.debug("%s: created by Spark: %s", location, err)
-                return None
-            return False
-        return True
 
     def _attempt(self, path: str, location: str, columns: Sequence[tuple[str, str]], source,
                  create_with: Mapping[str, str] | None) -> bool | None:
