@@ -1,5 +1,5 @@
-"""Reads of and writes to the product's own tables (checkpoints, metrics, the table registry, tombstones) by
-delta-rs, where it takes the data tables' small MERGEs (`target.small_merge_writer`: path
+"""Reads of and writes to the product's own tables (checkpoints, metrics, the table registry, tombstones, the
+lease) by delta-rs, where it takes the data tables' small MERGEs (`target.small_merge_writer`: path
 tables on the local file system).
 
 Each append through Spark is a statement of its own (planning, a write job, the snapshot and the commit, on the
@@ -19,10 +19,17 @@ its CREATE TABLE AS SELECT). The write guard (the job's lease) is asked before e
 A read (the registry at each run's start, the newest checkpoint, the tombstones) is delta-rs's wherever the table's
 protocol and properties are those it reads as Spark does; Spark's otherwise, and wherever delta-rs cannot open
 the table. Each is a Spark statement less too.
+
+The lease's conditional changes (its take, renewals and release: `update_one`) are delta-rs's UPDATEs committed
+only at the version after the one they read: any commit in between, whatever it changed, fails them, and the
+lease decides again on a fresh read. delta-rs's own conflict check is not enough for them: it lets an UPDATE
+commit after another writer replaced the file it read with one that no longer matches its predicate (a take by
+another job: two rows for one consumer, seen in session 37).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -95,16 +102,77 @@ class DeltaRsOwnTables:
             log.debug("%s: read by Spark: %s", location, err)
             return None
 
+    def create(self, location: str, columns: Sequence[tuple[str, str]], row: tuple,
+               properties: Mapping[str, str]) -> bool | None:
+        """Create the table at `location` holding `row` as its first commit: True made by this call, False made by
+        another writer (nothing of this one committed), None Spark's to do (nothing committed)."""
+        path = local_path(location)
+        if path is None:
+            return None
+        try:
+            source = self._source(columns, [row])
+        except (ValueError, TypeError, self._pa.ArrowException) as err:
+            log.debug("%s: created by Spark: %s", location, err)
+            return None
+        made = self._create(path, location, source, properties, *_writer_and_hooks())
+        return {True: True, None: False, False: None}[made]
+
+    def update_one(self, location: str, where: Mapping[str, object], values: Mapping[str, object]) -> bool | None:
+        """UPDATE of the row whose columns hold `where`'s values to `values` (text, integers, times with their zone,
+        None): True if it changed exactly that row; False if it changed nothing (no such row, or another commit to
+        the table since this read: nothing of this one is in it); None Spark's to do (nothing committed)."""
+        from deltalake import DeltaTable
+
+        path = local_path(location)
+        if path is None:
+            return None
+        try:
+            table = DeltaTable(path)
+        except Exception as err:  # noqa: BLE001 - missing, a feature delta-rs does not read, I/O: Spark's
+            log.debug("%s: updated by Spark: %s", location, err)
+            return None
+        return self.update_read(table, path, location, where, values)
+
+    def update_read(self, table, path: str, location: str, where: Mapping[str, object],
+                    values: Mapping[str, object]) -> bool | None:
+        """`update_one` on `table` as it was read (a DeltaTable at its version)."""
+        from deltalake import CommitProperties
+        from deltalake.exceptions import CommitFailedError
+
+        why = (protocol_refusal(table.protocol()) or properties_refusal(table.metadata().configuration)
+               or (f"partitioned by {table.metadata().partition_columns}" if table.metadata().partition_columns else None))
+        if why:
+            log.debug("%s: updated by Spark: %s", location, why)
+            return None
+        try:
+            predicate = " AND ".join(f"{name} = {_literal(value)}" for name, value in where.items())
+            writer, hooks = _writer_and_hooks()
+            metrics = table.update(
+                updates={name: _literal(value) for name, value in values.items()}, predicate=predicate,
+                writer_properties=writer, post_commithook_properties=hooks,
+                # No retry: the commit lands at the version after this read's or not at all (module docstring).
+                commit_properties=CommitProperties(max_commit_retries=0),
+            )
+        except CommitFailedError as err:
+            log.info("%s: another commit came first (%s)", location, str(err).strip().splitlines()[0])
+            return False
+        except Exception as err:  # noqa: BLE001 - delta-rs failed before its commit: Spark's UPDATE instead
+            log.warning("%s: delta-rs failed to update (%s: %s); Spark's instead", location, type(err).__name__,
+                        str(err).strip().splitlines()[0] if str(err).strip() else "")
+            log.debug("%s: delta-rs's error", location, exc_info=err)
+            return None
+        changed = metrics.get("num_updated_rows", 0)
+        if changed:
+            checkpoint_as_spark_would(table, path, location)
+        return changed == 1
+
     def _attempt(self, path: str, location: str, columns: Sequence[tuple[str, str]], source,
                  create_with: Mapping[str, str] | None) -> bool | None:
         """True appended, False Spark's to do, None another writer committed first (nothing of this one was)."""
-        from deltalake import DeltaTable, WriterProperties, write_deltalake
+        from deltalake import DeltaTable, write_deltalake
         from deltalake.exceptions import CommitFailedError, TableNotFoundError
-        from deltalake.transaction import PostCommitHookProperties
 
-        writer = WriterProperties(compression="SNAPPY", statistics_truncate_length=STATISTICS_PREFIX_BYTES)
-        # The log is checkpointed as Spark does it (below), not every 100 commits as delta-rs would on its own.
-        hooks = PostCommitHookProperties(create_checkpoint=False)
+        writer, hooks = _writer_and_hooks()
         try:
             table = DeltaTable(path)
         except TableNotFoundError:
@@ -134,14 +202,17 @@ class DeltaRsOwnTables:
     @staticmethod
     def _create(path: str, location: str, source, create_with: Mapping[str, str], writer, hooks) -> bool | None:
         """The table made with the rows as its first commit; None where another writer made it first."""
-        from deltalake import DeltaTable, write_deltalake
+        from deltalake import CommitProperties, DeltaTable, write_deltalake
 
         properties = {k: v for k, v in create_with.items() if _DEFAULTS_LEFT_OUT.get(k) != v}
         if any(k in _DEFAULTS_LEFT_OUT for k in properties):
             return False  # (one delta-rs cannot set, at another value than its default: Spark's)
         try:
-            write_deltalake(path, source, mode="append", configuration=properties, writer_properties=writer,
-                            post_commithook_properties=hooks)
+            # Version 0 or nothing: not into a table made meanwhile ("error"), and no retry, without which delta-rs
+            # 1.6 commits a creation that lost the race at version 1 as a second creation (a new table id and
+            # metadata over the first's: tests/unit/test_delta_rs_own_tables.py).
+            write_deltalake(path, source, mode="error", configuration=properties, writer_properties=writer,
+                            post_commithook_properties=hooks, commit_properties=CommitProperties(max_commit_retries=0))
         except Exception as err:  # noqa: BLE001 - another creator's first commit came first, or delta-rs failed
             try:
                 DeltaTable(path)
@@ -170,6 +241,16 @@ class DeltaRsOwnTables:
         return pa.Table.from_arrays(arrays, names=[name for name, _ in columns])
 
 
+def _writer_and_hooks():
+    """How delta-rs writes the own tables' files (statistics as Spark's), and its post-commit hooks: none, the log
+    being checkpointed as Spark does it (`checkpoint_as_spark_would`), not every 100 commits as delta-rs would."""
+    from deltalake import WriterProperties
+    from deltalake.transaction import PostCommitHookProperties
+
+    return (WriterProperties(compression="SNAPPY", statistics_truncate_length=STATISTICS_PREFIX_BYTES),
+            PostCommitHookProperties(create_checkpoint=False))
+
+
 def arrow_of(pa, ddl: str):
     """The Arrow type of a column type as the product's own tables write it (nested types included)."""
     ddl = ddl.strip()
@@ -186,6 +267,22 @@ def arrow_of(pa, ddl: str):
             fields.append(pa.field(name.strip().strip("`"), arrow_of(pa, kind)))
         return pa.struct(fields)
     return arrow_type(pa, upper)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _literal(value: object) -> str:
+    """A value of the product's own tables (text, an integer, a time with its zone, or None) as SQL delta-rs reads."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"  # (delta-rs's SQL: no backslash escapes)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return f"to_timestamp_micros({(value - _EPOCH) // dt.timedelta(microseconds=1)})"
+    raise TypeError(f"no literal for {value!r}")
 
 
 def _top_level(text: str) -> list[str]:

@@ -23,8 +23,8 @@ _PROPERTIES = ", ".join(f"'{k}' = '{v}'" for k, v in TableLayout().create_proper
 
 
 class OwnDeltaRs(Protocol):
-    """Who reads and appends to the product's own tables besides Spark (apply.delta_rs_own_tables); None from
-    `rows`, False from `append`, leaves the statement to Spark."""
+    """Who reads and writes the product's own tables besides Spark (apply.delta_rs_own_tables); None from
+    `rows`, `create` or `update_one`, False from `append`, leaves the statement to Spark."""
 
     def append(self, location: str, columns: Sequence[tuple[str, str]], rows: Sequence[tuple],
                check_write: Callable[[], None], create_with: Mapping[str, str] | None = None) -> bool:
@@ -34,6 +34,17 @@ class OwnDeltaRs(Protocol):
 
     def rows(self, location: str):
         """The table at `location` as an Arrow table (its columns, every row); None: Spark's to read."""
+        ...
+
+    def create(self, location: str, columns: Sequence[tuple[str, str]], row: tuple,
+               properties: Mapping[str, str]) -> bool | None:
+        """The table made at `location` holding `row` as its first commit: True by this call, False by another
+        writer, None Spark's to do."""
+        ...
+
+    def update_one(self, location: str, where: Mapping[str, object], values: Mapping[str, object]) -> bool | None:
+        """The row holding `where`'s values changed to `values`, committed only where nothing else was since the
+        read: True changed, False not (nothing committed), None Spark's to do."""
         ...
 
 

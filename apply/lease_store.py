@@ -11,11 +11,12 @@ from typing import Protocol
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-from ticdc_delta.apply.internal_tables import ALREADY_THERE, create_internal_table_as
+from ticdc_delta.apply.internal_tables import ALREADY_THERE, create_internal_table_as, own_rows
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.progress import is_missing_table
 from ticdc_delta.apply.spark_errors import error_condition
 from ticdc_delta.apply.sql_session import SqlSession, is_commit_conflict
+from ticdc_delta.apply.table_features import TableLayout
 from ticdc_delta.exceptions import ApplyError
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,23 @@ class LeaseStore(Protocol):
         """Create the table if missing, holding `first` as its one row; True if this made it so."""
         ...
 
-    def read(self, consumer: str) -> LeaseRecord | None: ...
+    def read(self, consumer: str) -> LeaseRecord | None:
+        read = own_rows(self._locator, TABLE)  # (delta-rs's read where it writes the own tables)
+        if read is not None:
+            return _one(self.sql_name, consumer, [_record_of(r) for r in read.to_pylist() if r["consumer"] == consumer])
+        rows = (
+            self._sql.table(self.sql_name)
+            .where(F.col("consumer") == F.lit(consumer))
+            .select(
+                "owner", "epoch", "revision", "holder", "process",
+                *(F.expr(f"unix_micros({c})").alias(c) for c in ("acquired_at", "renewed_at", "expires_at")),
+            )
+            .collect()
+        )
+        return _one(self.sql_name, consumer, [LeaseRecord(
+            consumer, row["owner"], row["epoch"], row["revision"], row["holder"] or "", row["process"],
+            row["acquired_at"], row["renewed_at"], row["expires_at"],
+        ) for row in rows])
 
     def write(self, record: LeaseRecord, expected: LeaseRecord | None) -> bool:
         """Store `record` if the consumer's row is still `expected` (same revision; None: no row); else nothing.
@@ -109,6 +126,14 @@ class DeltaLeaseStore:
     def prepare(self, first: LeaseRecord) -> bool:
         if self._locator.internal_table_exists(self._sql, TABLE):
             return False
+        location = self._locator.internal_location(TABLE)
+        if self._locator.own_delta_rs is not None and location is not None:
+            # delta-rs's first commit where it writes the own tables: version 0 or nothing, so True only where
+            # this commit made the table, as below.
+            made = self._locator.own_delta_rs.create(location, _COLUMNS, _values(first),
+                                                     {**TableLayout().create_properties(), **_PROPERTIES})
+            if made is not None:
+                return made
         # The table made with the first holder's row in its first commit: a new target's job saves the
         # read and the MERGE that inserting it would take (about a second and a half a run).
         literals = _literals(first)
@@ -175,6 +200,16 @@ class DeltaLeaseStore:
     def write(self, record: LeaseRecord, expected: LeaseRecord | None) -> bool:
         if expected is None:
             return self._insert(record)
+        location = self._locator.internal_location(TABLE)
+        if self._locator.own_delta_rs is not None and location is not None:
+            # delta-rs's UPDATE where it writes the own tables, committed only if nothing was since its read
+            # (apply.delta_rs_own_tables): as strict as Spark's conflict check below, or stricter.
+            values = {name: value for name, value in zip((n for n, _ in _COLUMNS), _values(record), strict=True)
+                      if name != "consumer"}
+            changed = self._locator.own_delta_rs.update_one(
+                location, {"consumer": record.consumer, "revision": int(expected.revision)}, values)
+            if changed is not None:
+                return changed
         # Renewals, releases and take-overs: an UPDATE, about a quarter cheaper than the MERGE that inserting
         # needs (no join, no source to materialize), and Delta checks it for conflicts the same way. Every
         # value goes in as a literal the product wrote itself: strings hex-encoded, times in microseconds.
@@ -207,6 +242,28 @@ class DeltaLeaseStore:
             return False
         # Delta reports the rows it changed: one, exactly when the condition held at its commit.
         return outcome.collect()[0]["num_affected_rows"] == 1
+
+
+def _one(sql_name: str, consumer: str, records: list[LeaseRecord]) -> LeaseRecord | None:
+    if len(records) > 1:
+        # Never written so (the MERGE keys on consumer): someone edited the table by hand.
+        raise ApplyError(f"{sql_name} holds {len(records)} rows for consumer {consumer!r}; delete all but one")
+    return records[0] if records else None
+
+
+def _values(record: LeaseRecord) -> tuple:
+    """The row's values in `_COLUMNS`' order, times with their zone (as delta-rs writes and reads them)."""
+    return (record.consumer, record.owner, record.epoch, record.revision, record.holder, record.process,
+            timestamp(record.acquired_us), timestamp(record.renewed_us), timestamp(record.expires_us))
+
+
+def _record_of(row: dict) -> LeaseRecord:
+    """A row as delta-rs reads it (times with their zone)."""
+    def us(at: dt.datetime) -> int:
+        return (at - _EPOCH) // dt.timedelta(microseconds=1)
+
+    return LeaseRecord(row["consumer"], row["owner"], row["epoch"], row["revision"], row["holder"] or "",
+                       row["process"], us(row["acquired_at"]), us(row["renewed_at"]), us(row["expires_at"]))
 
 
 def _string_literal(value: str | None) -> str:

@@ -369,3 +369,56 @@ def test_the_products_own_tables_take_appends_and_reads_from_both_writers_in_tur
         TableRegistry(sql, PathLocator(str(tmp_path), "c"), "c").tables() == [TableName("db", f"t{t}") for t in (1, 2, 3)]
     assert Tombstones(sql, by_delta_rs).removal(TableName("db", "gone")) == Tombstones(sql, by_spark).removal(
         TableName("db", "gone"))
+
+
+def test_the_lease_row_changes_by_delta_rs_only_where_nothing_was_committed_since_its_read(sql, spark, tmp_path):
+    # Setup: the leases table Spark made, holding two consumers' rows (one named with quotes, a backslash and
+    # non-ASCII letters); their takes, renewals and releases by delta-rs (where it writes the own tables) and by
+    # Spark in turn; one delta-rs UPDATE from a read made before Spark's UPDATE replaced the row's file with one
+    # that no longer matches its condition (the race two jobs taking the lease at once run).
+    # Expect: delta-rs's reads equal Spark's; its changes land (delta-rs commits) where the row is as read, every
+    # time to the microsecond as Spark reads it; the stale UPDATE and one expecting an old revision change
+    # nothing and commit nothing; one row per consumer throughout. A table delta-rs makes, Spark reads alike.
+    from deltalake import DeltaTable
+
+    from ticdc_delta.apply.delta_rs_own_tables import DeltaRsOwnTables
+    from ticdc_delta.apply.lease_store import TABLE, DeltaLeaseStore, LeaseRecord
+
+    own = DeltaRsOwnTables()
+    by_spark, by_delta_rs = PathLocator(str(tmp_path), "c"), PathLocator(str(tmp_path), "c", own_delta_rs=own)
+    spark_store, rs_store = DeltaLeaseStore(sql, by_spark), DeltaLeaseStore(sql, by_delta_rs)
+    odd = "o'dd \\ consumer ü 𝄞"
+    base_us = 1_790_000_000_123_457
+
+    def record(consumer: str, revision: int, owner: str | None = "job-1") -> LeaseRecord:
+        return LeaseRecord(consumer, owner, 1, revision, "host:1", "proc 'x'", base_us, base_us + revision,
+                           base_us + 60_000_000 + revision)
+
+    assert spark_store.prepare(record("c", 1))
+    assert spark_store.write(record(odd, 1), None)  # (Spark's MERGE: a consumer's first row in a table that exists)
+    name = by_spark.internal_sql_name(TABLE)
+    path = by_spark.internal_location(TABLE)
+    for consumer in ("c", odd):
+        assert rs_store.read(consumer) == spark_store.read(consumer) == record(consumer, 1)
+
+    assert rs_store.write(record("c", 2), record("c", 1))  # a renewal by delta-rs
+    assert rs_store.write(record(odd, 2, owner=None), record(odd, 1))  # a release by delta-rs
+    assert spark_store.read("c") == record("c", 2) and spark_store.read(odd) == record(odd, 2, owner=None)
+
+    read_before = DeltaTable(path)
+    assert spark_store.write(record("c", 3, owner="job-2"), record("c", 2))  # another job's take, by Spark
+    version = DeltaTable(path).version()
+    values = {"owner": "job-1", "revision": 3, "renewed_at": dt.datetime.fromtimestamp(1, UTC)}
+    assert own.update_read(read_before, path, name, {"consumer": "c", "revision": 2}, values) is False
+    assert not rs_store.write(record("c", 3), record("c", 2))  # expecting a revision the row has left
+    assert DeltaTable(path).version() == version  # neither committed
+    assert spark_store.read("c") == rs_store.read("c") == record("c", 3, owner="job-2")
+    assert sorted(r["consumer"] for r in spark.table(name).collect()) == sorted(["c", odd])
+    assert _engines(spark, name) == ["Apache-Spark", "Apache-Spark", "delta-rs", "delta-rs", "Apache-Spark"]
+
+    # A new target's leases table made by delta-rs, holding its first row, read by Spark.
+    made_by_rs = PathLocator(str(tmp_path / "new"), "c", own_delta_rs=own)
+    assert DeltaLeaseStore(sql, made_by_rs).prepare(record(odd, 1))
+    assert not DeltaLeaseStore(sql, made_by_rs).prepare(record(odd, 1))
+    assert DeltaLeaseStore(sql, PathLocator(str(tmp_path / "new"), "c")).read(odd) == record(odd, 1)
+    assert _engines(spark, made_by_rs.internal_sql_name(TABLE)) == ["delta-rs"]
