@@ -15,6 +15,7 @@ from tests.support import assert_table, publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
 from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore, Retention
 from ticdc_delta.apply.dead_letters import DeadLetterTable
+from ticdc_delta.apply.delta_rs_own_tables import DeltaRsOwnTables
 from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.spark_engine.executor_decoding import STAGED_FIELDS
@@ -71,7 +72,7 @@ def _replay_start(sql, locator, store: CheckpointStore, consumer: str) -> Checkp
                       "VACUUM run in test_maintenance.py and the staging table's cleanup below, on both (CI time)",
                       pair="oldest")
 def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_rows(sql, tmp_path):
-    # Setup: consumer "other" saves 3 checkpoints; consumer "main" then saves 9, as the job does
+    # Setup: consumer "other" saves 3 checkpoints; consumer "main" then saves 9, as the job does (by delta-rs)
     # (save, then clean up when due) with keep 2 and a cleanup every 3 batches, files no longer used
     # deleted at once (retention 0). A dead letter recorded after main's batch 1 is resolved by a
     # replay at once; one recorded after batch 4 stays unresolved until batch 7. (15 saves with keep 3
@@ -82,7 +83,8 @@ def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_
     # no other on disk; meanwhile the replay's own query finds batch 4, offsets and decoder state
     # intact; other's rows unchanged; load() the newest; the table's retention properties set.
     keep, every = 2, 3
-    locator = PathLocator(str(tmp_path / "lake"))
+    # Saved and loaded by delta-rs, as the job does on local paths (apply.delta_rs_own_tables); cleaned up by Spark.
+    locator = PathLocator(str(tmp_path / "lake"), own_delta_rs=DeltaRsOwnTables())
     folder = tmp_path / "lake" / "_ticdc" / "checkpoints"
     store = CheckpointStore(sql, locator, Retention(keep, every, file_seconds=0))
     for batch in (1, 2, 3):

@@ -371,6 +371,8 @@ def test_the_products_own_tables_take_appends_and_reads_from_both_writers_in_tur
         TableName("db", "gone"))
 
 
+@pytest.mark.one_pair("Spark of each release reads the own tables' delta-rs commits in the test above; the lease's "
+                      "conditional changes are delta-rs's and Spark's same statements on both (CI time: 10-15 s a side)")
 def test_the_lease_row_changes_by_delta_rs_only_where_nothing_was_committed_since_its_read(sql, spark, tmp_path):
     # Setup: the leases table Spark made, holding two consumers' rows (one named with quotes, a backslash and
     # non-ASCII letters); their takes, renewals and releases by delta-rs (where it writes the own tables) and by
