@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import logging
-import os
 import platform
 import signal
 import sys
@@ -35,10 +34,9 @@ from ticdc_delta.exceptions import (
 )
 from ticdc_delta.jobs import config as config_module
 from ticdc_delta.jobs import exit_statuses as exits
+from ticdc_delta.jobs.log_lines import log_lines_at
 
 log = logging.getLogger("ticdc_delta")
-# A job's lines: its time, level and logger, then the message.
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 # What the job needs from its runtime rather than from this package (`pip install ticdc-delta[local]`).
 _SPARK_MODULES = {"pyspark", "delta", "py4j"}
@@ -301,11 +299,7 @@ def build_parser(*, demo: bool | None = None) -> argparse.ArgumentParser:
 def exit_status(argv: list[str] | None = None) -> int:
     """Run one command line; its exit status (the module docstring lists them)."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    if args.log_level != "DEBUG":
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(_py4j_root_info)
+    log_lines_at(args.log_level)
     try:
         return {
             "run": _command_run,
@@ -354,12 +348,6 @@ def exit_status(argv: list[str] | None = None) -> int:
         log.debug("the trace of that error", exc_info=True)
         return failure.status
 
-
-def _py4j_root_info(record: logging.LogRecord) -> bool:
-    # Py4J reports a lost JVM connection through the root logger, with its trace: at INFO when it retries, at
-    # ERROR ("Exception while sending command.") when it cannot. Either way the product's own error line says what
-    # happened and what to do, so those records show at DEBUG only; Py4J's named loggers keep WARNING and above.
-    return record.name != "root" or f"{os.sep}py4j{os.sep}" not in record.pathname
 
 if __name__ == "__main__":
     main()

@@ -32,6 +32,7 @@ from pathlib import Path
 from testbed.ports import free_port
 from testbed.processes import SERVER_JVM_OPTIONS, maven_environment, one_builder
 from testbed.tls import Pkcs12Keystore
+from ticdc_delta.jobs.log_lines import LOG_FORMAT
 from ticdc_delta.jobs.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=9092)
     parser.add_argument("--fetch-only", action="store_true", help="download the jars and exit")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     if args.fetch_only:
         print(fetch_broker_jars())
         return 0

@@ -88,8 +88,8 @@ def wheel_task_command(python: str | Path, *parameters: str) -> list[str]:
 @contextlib.contextmanager
 def job_lines_to(log: Path, *also: logging.Handler) -> Iterator[None]:
     """A job run in this process logs its lines (INFO and up) to the end of `log` as a job process's output
-    has them (`jobs.cli`'s format), and to the handlers `also`; as before once the block ends."""
-    from ticdc_delta.jobs.cli import LOG_FORMAT
+    has them (`jobs.log_lines`' format), and to the handlers `also`; as before once the block ends."""
+    from ticdc_delta.jobs.log_lines import LOG_FORMAT
 
     product = logging.getLogger("ticdc_delta")
     to_file = logging.FileHandler(log)

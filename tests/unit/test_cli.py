@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from ticdc_delta.exceptions import LeaseHeldError, LeaseLostError
-from ticdc_delta.jobs import cli
+from ticdc_delta.jobs import cli, log_lines
 from ticdc_delta.jobs.cli import exit_status
 
 
@@ -50,5 +50,5 @@ def test_py4j_traces_of_a_lost_jvm_show_at_debug_only(level):
     lost = root.makeRecord("root", level, java_gateway.__file__, 1056, "Exception while sending command.", (), None)
     ours = root.makeRecord("ticdc_delta", logging.ERROR, cli.__file__, 1, "Spark's JVM stopped answering", (), None)
     named = root.makeRecord("py4j.clientserver", logging.WARNING, java_gateway.__file__, 1, "a warning", (), None)
-    assert not cli._py4j_root_info(lost)
-    assert cli._py4j_root_info(ours) and cli._py4j_root_info(named)
+    assert not log_lines.py4j_root_info(lost)
+    assert log_lines.py4j_root_info(ours) and log_lines.py4j_root_info(named)
