@@ -47,6 +47,10 @@ class KillSwitch:
         self.site, self.hit, self.delay, self.moment, self._log = site, hit, delay, moment, log
         self._seen = 0
         self._lock = threading.Lock()
+        # Tables are applied several at once (run.apply_concurrency): two of them can reach a kill together, and
+        # the second's line would land before the first's SIGKILL does. The first holds this until the signal.
+        self._killing = threading.Lock()
+        self._counting = threading.Lock()
 
     def note(self, line: str) -> None:
         with open(self._log, "a") as out:
@@ -55,13 +59,16 @@ class KillSwitch:
             os.fsync(out.fileno())
 
     def kill(self) -> None:
+        """One kill, one line: whoever comes second waits here for the signal that ends the process."""
+        self._killing.acquire()
         self.note(f"killed {self.site}")
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
     def due(self) -> bool:
         """Count one occurrence of the site; True from the `hit`-th on."""
-        self._seen += 1
-        return self._seen >= self.hit
+        with self._counting:
+            self._seen += 1
+            return self._seen >= self.hit
 
     def around(self, function, *, moment: str, once: bool = False, delay_scale: float = 1.0):
         """Run `function` with a kill at `moment`: "start", "during" (after `delay` s, if still running), "after".

@@ -16,6 +16,8 @@ Sections, each in its own module beside this one:
   compaction.
 - exits (`fault_exits`): each way a job that used delta-rs ends (done, a bad message, SIGTERM, Kafka or
   Spark gone, configuration, storage), repeated on each pair; prints `N/N as documented` per path.
+- races (`fault_races`): delta-rs's small MERGEs while another process compacts the table at random moments;
+  prints each trial's conflicts and whether the table ends exact.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ os.environ.setdefault("TICDC_DELTA_CACHE", str(ROOT / ".cache"))
 
 # section name -> module beside this file; each module has `add_arguments(parser)` and `run(args) -> bool`
 # (True when everything it measured is as it must be).
-SECTIONS = {"kills": "fault_kills", "fuzz": "fault_fuzz", "growth": "fault_growth", "exits": "fault_exits"}
+SECTIONS = {"kills": "fault_kills", "fuzz": "fault_fuzz", "growth": "fault_growth", "exits": "fault_exits",
+            "races": "fault_races"}
 
 
 def main(argv: list[str] | None = None) -> int:
