@@ -25,7 +25,7 @@ from testbed.local_kafka import LocalKafka
 from testbed.produce import ensure_topic, produce
 from testbed.tables import column
 from ticdc_delta.jobs import config as config_module
-from ticdc_delta.jobs.log_lines import LOG_FORMAT
+from ticdc_delta.jobs.log_lines import log_lines_at
 from ticdc_delta.jobs.paths import cache_dir
 from ticdc_delta.jobs.pipeline import Pipeline, RunResult
 from ticdc_delta.jobs.session import get_spark
@@ -248,8 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", help="where the broker data and Delta tables go (default: the cache folder)")
     parser.add_argument("--serve", action="store_true", help="keep the broker running afterwards, for the notebooks")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    log_lines_at("INFO")
     run_demo(args.workdir, serve=args.serve)
     return 0
 
