@@ -107,9 +107,10 @@ def _trial(number: int, keys: int, merges: int, compactor: str, pause: float, ho
         time.sleep(0.1)
     writer, again, next_key = _held_writer(hold, rng), 0, keys
     conflicts, said = _Conflicts(), logging.getLogger("ticdc_delta.apply.delta_rs")
+    level, propagate = said.level, said.propagate
     said.addHandler(conflicts)
     said.setLevel(logging.WARNING)
-    said.propagate = False  # (each conflict's warning is counted, not printed)
+    said.propagate = False  # (each conflict's warning is counted, not printed; as before once the MERGEs end)
     started = time.monotonic()
     for merge in range(1, merges + 1):
         changed = rng.sample(sorted(model), min(8, len(model)))
@@ -132,6 +133,8 @@ def _trial(number: int, keys: int, merges: int, compactor: str, pause: float, ho
         time.sleep(rng.uniform(0, pause))
     elapsed = time.monotonic() - started
     said.removeHandler(conflicts)
+    said.setLevel(level)
+    said.propagate = propagate
     stop.touch()
     out, err = process.communicate(timeout=300)
     compactions = ([line.split()[1:] for line in out.splitlines() if line.startswith("compactions ")] or [["?", "?"]])[-1]
