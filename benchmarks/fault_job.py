@@ -50,7 +50,6 @@ class KillSwitch:
         # Tables are applied several at once (run.apply_concurrency): two of them can reach a kill together, and
         # the second's line would land before the first's SIGKILL does. The first holds this until the signal.
         self._killing = threading.Lock()
-        self._counting = threading.Lock()
 
     def note(self, line: str) -> None:
         with open(self._log, "a") as out:
@@ -66,7 +65,7 @@ class KillSwitch:
 
     def due(self) -> bool:
         """Count one occurrence of the site; True from the `hit`-th on."""
-        with self._counting:
+        with self._lock:
             self._seen += 1
             return self._seen >= self.hit
 

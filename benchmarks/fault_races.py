@@ -3,9 +3,9 @@
 The fast writer's MERGE (apply.delta_rs) reads the table, rewrites the files that may hold its keys and commits;
 a compaction (delta-rs's optimize, or Spark's OPTIMIZE as `ticdc-delta maintain` and the job's passes run it)
 rewrites files without changing their rows. The compactor here Z-orders by the key, which rewrites every file
-each time (a plain OPTIMIZE skips a table already in one file, as a table the MERGEs rewrite whole soon is). Whichever commits second must see the first: a MERGE that committed over a
-compaction of the files it rewrote would leave a key's old row beside its new one (a double) or bring a deleted
-row back. tests/e2e/test_delta_rs_merges.py meets one compaction at one chosen moment; this script meets many at
+each time (a plain OPTIMIZE skips a table already in one file, as a table the MERGEs rewrite whole soon is).
+Whichever commits second must see the first: a MERGE that committed over a compaction of the files it rewrote
+would leave a key's old row beside its new one (a double) or bring a deleted row back. tests/e2e/test_delta_rs_merges.py meets one compaction at one chosen moment; this script meets many at
 moments nobody chose, as an operator's compaction job would.
 
 A trial: a table of `--keys` rows in small files, then `--merges` MERGEs by `DeltaRs.merge` (10 changed keys each:
@@ -99,11 +99,15 @@ def _trial(number: int, keys: int, merges: int, compactor: str, pause: float, ho
         write_deltalake(path, pa.table([pa.array(list(chunk), pa.int32()), pa.array([model[k] for k in chunk])],
                                        schema=arrow), mode="append")
     stop, ready = folder / f"stop{number}", folder / f"ready{number}"
-    process = subprocess.Popen([sys.executable, "-c", _COMPACTOR, path, compactor, str(stop), str(ready)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Its output to files: a pipe nobody reads until the end would fill with Spark's and the losers' lines and
+    # block the compactor, which would quietly stop racing.
+    out_file, err_file = folder / f"compactor{number}.out", folder / f"compactor{number}.err"
+    with open(out_file, "w") as out, open(err_file, "w") as err:
+        process = subprocess.Popen([sys.executable, "-c", _COMPACTOR, path, compactor, str(stop), str(ready)],
+                                   stdout=out, stderr=err)
     while not ready.exists():
         if process.poll() is not None:
-            raise SystemExit(f"the compactor ended before its first compaction:\n{process.stderr.read()[-2000:]}")
+            raise SystemExit(f"the compactor ended before its first compaction:\n{err_file.read_text()[-2000:]}")
         time.sleep(0.1)
     writer, again, next_key = _held_writer(hold, rng), 0, keys
     conflicts, said = _Conflicts(), logging.getLogger("ticdc_delta.apply.delta_rs")
@@ -136,8 +140,9 @@ def _trial(number: int, keys: int, merges: int, compactor: str, pause: float, ho
     said.setLevel(level)
     said.propagate = propagate
     stop.touch()
-    out, err = process.communicate(timeout=300)
-    compactions = ([line.split()[1:] for line in out.splitlines() if line.startswith("compactions ")] or [["?", "?"]])[-1]
+    process.wait(timeout=300)
+    compactions = ([line.split()[1:] for line in out_file.read_text().splitlines() if line.startswith("compactions ")]
+                   or [["?", "?"]])[-1]
     table = DeltaTable(path)
     held = table.to_pyarrow_table().to_pylist()
     counts = Counter(row["id"] for row in held)
@@ -154,7 +159,7 @@ def _trial(number: int, keys: int, merges: int, compactor: str, pause: float, ho
           f"({dict(engines)}): {'equal' if equal else 'UNEQUAL'}"
           + ("" if equal else f"; doubled keys {doubled[:10]}, wrong keys {wrong[:10]}, pair {pair}"))
     if not equal:
-        print(err[-2000:], file=sys.stderr)
+        print(err_file.read_text()[-2000:], file=sys.stderr)
     sys.stdout.flush()
     return equal
 
