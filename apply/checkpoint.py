@@ -48,6 +48,9 @@ _COLUMNS = (
 )
 # Written only by jobs with `[[tables]]` rules (`apply.routing`): a table of an earlier release gets it then.
 _ROUTES = ("routes", "STRING")
+# What waited at the save, and for what (`jobs.waits`; NULL: nothing): every save has it, a table of an earlier
+# release gets it at a process's first save.
+_WAITING = ("waiting", "STRING")
 
 # Only the product reads this table, and only its newest snapshot, in statements
 # that take seconds (`load`: the newest checkpoint, or the newest saved before a
@@ -75,6 +78,7 @@ class Checkpoint:
     decoder_state: bytes
     saved_at: dt.datetime | None = None  # when it was saved (set on loaded checkpoints)
     routes: str | None = None  # the routes taken so far (`Routes.saved`); None: none recorded
+    waiting: str | None = None  # what waited, and for what (`jobs.waits.encode`); None: nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +179,7 @@ class CheckpointStore:
             decoder_state=bytes(row["decoder_state"]),
             saved_at=row["saved_at"],
             routes=row.get("routes"),
+            waiting=row.get("waiting"),
         )
 
     def save(self, checkpoint: Checkpoint) -> None:
@@ -185,17 +190,18 @@ class CheckpointStore:
             _encode_tp_map(checkpoint.offsets),
             _encode_tp_map(checkpoint.watermarks),
             checkpoint.decoder_state,
+            checkpoint.waiting,
         )
-        columns, routed = _COLUMNS, checkpoint.routes is not None
-        if routed:
-            columns, row = (*_COLUMNS, _ROUTES), (*row, checkpoint.routes)
+        columns = (*_COLUMNS, _WAITING)
+        if checkpoint.routes is not None:
+            columns, row = (*columns, _ROUTES), (*row, checkpoint.routes)
         # No idempotent-write pair: it makes Delta reconstruct the table's state
         # on every commit (about 0.4 s each), and a save repeated after a crash
         # only adds an identical row for the same batch. By column name: tables
         # written by earlier releases have more columns. The first save to a new
         # target creates the table with its row (one commit, not two).
         append_internal_rows(self._sql, self._locator, _TABLE, columns, [row], exists=self._created,
-                             what="save checkpoint", add_missing_columns=routed)
+                             what="save checkpoint", add_missing_columns=True)
         self._created = True
 
     # --- keeping the table bounded ------------------------------------------------------------

@@ -1,16 +1,19 @@
-"""The ordering gate: per-partition watermarks decide which events are complete.
+"""The ordering gate: events wait until nothing they must follow can still arrive.
 
 TiCDC spreads a table's rows over the partitions of its topic and sends a
 watermark to every partition: once a partition carries watermark W, every
-event with commitTs <= W for that partition has been sent before it. So an
-event is complete (nothing it must follow can still arrive) once *every*
-partition of its topic has passed its commitTs. A table lives in exactly one
-topic, so each topic is gated by its own minimum; topics do not wait for each
-other.
+event with commitTs <= W for that partition has been sent before it. With a
+topic per table, a table's DDL goes to the topic of its old name and its later
+rows to the new name's (a RENAME), so an event is complete only once *every*
+partition read is complete through its commitTs (`apply.completeness`: by
+watermarks, a one-table topic's DDL copies, and looks at end offsets for
+topics that get no more watermarks). Complete events are released in
+(commitTs, arrival) order across all topics: a DDL before every later change,
+whichever topic carries it.
 
 DDL is sent to every partition; the copies are collapsed into one event, which
-is released like a row change, after every partition passed its commitTs:
-by then every earlier row of the table is in the same release, ahead of it.
+is released like a row change: by then every earlier row of the table is in
+the same release, ahead of it.
 """
 
 from __future__ import annotations
@@ -20,14 +23,21 @@ import itertools
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ticdc_delta.apply.completeness import Completeness
 from ticdc_delta.apply.spill import SpillStore
-from ticdc_delta.schema_cache.events import Event, Ordering, SchemaChange, TableName, TopicPartition, Watermark
+from ticdc_delta.schema_cache.events import (
+    Event,
+    Ordering,
+    RowChange,
+    SchemaChange,
+    TableName,
+    TopicPartition,
+    Watermark,
+)
 
 log = logging.getLogger(__name__)
-
-
 
 _NEVER = 1 << 64
 _LARGEST_STORED = (1 << 63) - 1  # the spill store's largest commitTs (SQLite's integers are 64-bit signed)
@@ -45,6 +55,20 @@ class Released:
     events: list[Event]
     through: dict[str, int]
     more: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """The events of one partition still waiting: how many, and the oldest (its commitTs, table and kind)."""
+
+    events: int
+    oldest_ts: int
+    table: TableName
+    kind: str  # "row", or the DDL's kind (`SchemaChangeKind.value`)
+
+    @staticmethod
+    def kind_of(event: Event) -> str:
+        return event.kind.value if event.__class__ is SchemaChange else "row"
 
 
 class DdlCopies:
@@ -78,11 +102,30 @@ class Gate(ABC):
     partition may be committed and what a restart from there may assume.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, completeness: Completeness) -> None:
         self._ddl = DdlCopies()
+        self.completeness = completeness
 
     @abstractmethod
     def add(self, event: Event) -> None: ...
+
+    def observe(self, event: Event) -> None:
+        """An event that waits elsewhere (the Spark engine's staging table): only what it says of its
+        partition's completeness and its topic's tables is taken (watermarks: `add`)."""
+        if event.__class__ is SchemaChange:
+            self.completeness.schema_change(event)
+        elif event.__class__ is RowChange:
+            self.completeness.table_seen(event.position.topic, event.table)
+
+    def released(self, events: Iterable) -> None:
+        """`events` were applied: a DDL that took its topic's table away lets that topic fall silent; runs of
+        changes staged elsewhere (the Spark engine's) say which tables their topics carry."""
+        for event in events:
+            kind = event.__class__
+            if kind is SchemaChange:
+                self.completeness.removed(event)
+            elif kind is not RowChange and kind is not Watermark:  # (`apply.changes.TableChanges`)
+                self.completeness.table_seen(event.topic, event.table)
 
     @abstractmethod
     def release(self, holds: Mapping[TableName, int] | None = None, max_events: int | None = None) -> Released:
@@ -94,26 +137,35 @@ class Gate(ABC):
         single commitTs may exceed it).
         """
 
-    @abstractmethod
+    def limits(self) -> dict[str, int]:
+        """Per topic, the commitTs through which its events may be released (commitTs ordering: one for all)."""
+        limit = self.completeness.limit()
+        return {topic: limit for topic in self.completeness.topic_limits()}
+
     def watermarks(self) -> dict[str, int]:
-        """Per topic, the commitTs through which everything has arrived."""
+        """Per topic, the commitTs through which all its partitions are complete."""
+        return self.completeness.topic_limits()
 
     @abstractmethod
     def pending_offsets(self) -> dict[TopicPartition, int]:
         """The lowest offset of a held event, per partition."""
 
-    @abstractmethod
     def safe_watermarks(self, committed: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Per partition, the watermark a restart from `committed` may begin with."""
+        return self.completeness.safe(committed)
 
-    @abstractmethod
     def restore(self, watermarks: Mapping[TopicPartition, int]) -> None:
         """Start from watermarks saved by `safe_watermarks`."""
+        self.completeness.restore(watermarks)
 
     @abstractmethod
     def take_waiting(self) -> list[Event]:
         """Every event still waiting, taken out in the order a release would give them (the Spark engine
         stages what a batch it kept in memory left waiting)."""
+
+    def waiting_by_partition(self) -> dict[TopicPartition, Waiting]:
+        """Per partition, the events waiting."""
+        return {}
 
     @abstractmethod
     def __len__(self) -> int: ...
@@ -129,23 +181,18 @@ def gate_for(
     *,
     max_in_memory: int = 50_000,
     spill_dir: str | None = None,
+    ddl_on_every_partition: bool = True,
+    silent_rounds: int = 0,
 ) -> Gate:
     """The gate of a protocol's ordering, over every partition of its topics."""
+    completeness = Completeness(partitions, ddl_on_every_partition=ddl_on_every_partition, silent_rounds=silent_rounds)
     if ordering is Ordering.COMMIT_TS:
-        return WatermarkGate(partitions, max_in_memory=max_in_memory, spill_dir=spill_dir)
-    return ArrivalGate(partitions)
-
-
-@dataclass(slots=True)
-class _PartitionProgress:
-    watermark: int = 0
-    # (offset, watermark) of watermark messages not yet behind the committed
-    # offset: what a restart from a given offset may safely assume.
-    observations: list[tuple[int, int]] = field(default_factory=list)
+        return WatermarkGate(partitions, max_in_memory=max_in_memory, spill_dir=spill_dir, completeness=completeness)
+    return ArrivalGate(partitions, completeness=completeness)
 
 
 class WatermarkGate(Gate):
-    """Events wait until every partition of their topic has a watermark at or above their commitTs.
+    """Events wait until every partition read is complete through their commitTs (`apply.completeness`).
 
     At most `max_in_memory` wait in memory; the newest of the others wait on
     local disk (`apply.spill`), so a lagging partition costs disk, not memory.
@@ -157,11 +204,9 @@ class WatermarkGate(Gate):
         *,
         max_in_memory: int = 50_000,
         spill_dir: str | None = None,
+        completeness: Completeness | None = None,
     ) -> None:
-        super().__init__()
-        self._progress = {
-            TopicPartition(topic, p): _PartitionProgress() for topic, ids in partitions.items() for p in ids
-        }
+        super().__init__(completeness or Completeness(partitions))
         self._buffer: list[tuple[int, int, Event]] = []
         self._arrival = itertools.count()
         self._max_in_memory = max_in_memory
@@ -174,10 +219,14 @@ class WatermarkGate(Gate):
     def add(self, event: Event) -> None:
         kind = event.__class__
         if kind is Watermark:
-            self._observe(event)
+            self.completeness.watermark(event)
             return
-        if kind is SchemaChange and not self._ddl.first(event):
-            return
+        if kind is SchemaChange:
+            self.completeness.schema_change(event)
+            if not self._ddl.first(event):
+                return
+        else:
+            self.completeness.table_seen(event.position.topic, event.table)
         self._buffer.append((event.commit_ts, next(self._arrival), event))
         if len(self._buffer) > self._next_check:
             self._spill_waiting()
@@ -193,8 +242,8 @@ class WatermarkGate(Gate):
         Complete events stay: they leave with this batch's release, and a
         batch is bounded by its own settings.
         """
-        limits = self.watermarks()
-        waiting = [item for item in self._buffer if item[0] > limits[item[2].position.topic]]
+        limit = self.completeness.limit()
+        waiting = [item for item in self._buffer if item[0] > limit]
         keep = self._max_in_memory // 2
         if len(waiting) > keep:
             if self._spill is None:
@@ -211,58 +260,34 @@ class WatermarkGate(Gate):
             self._buffer = [item for item in self._buffer if item[1] not in gone]
         self._next_check = self._check_after()
 
-    def _observe(self, mark: Watermark) -> None:
-        tp = mark.position.topic_partition
-        progress = self._progress.get(tp)
-        if progress is None:
-            log.warning("watermark from unassigned partition %s ignored", mark.position)
-            return
-        if mark.commit_ts < progress.watermark:
-            # A replay (TiCDC or consumer restart): watermarks never move back.
-            log.info(
-                "ignoring watermark %d at %s below current %d (replay)",
-                mark.commit_ts,
-                mark.position,
-                progress.watermark,
-            )
-            return
-        progress.watermark = mark.commit_ts
-        progress.observations.append((mark.position.offset, mark.commit_ts))
-
     # --- output ---------------------------------------------------------------
 
     def topic_watermark(self, topic: str) -> int:
-        return min(p.watermark for tp, p in self._progress.items() if tp.topic == topic)
-
-    def watermarks(self) -> dict[str, int]:
-        topics = {tp.topic for tp in self._progress}
-        return {t: self.topic_watermark(t) for t in sorted(topics)}
+        return self.completeness.topic_limits()[topic]
 
     def release(self, holds: Mapping[TableName, int] | None = None, max_events: int | None = None) -> Released:
         """Complete events, ordered by (commitTs, arrival), from memory and disk."""
-        limits = self.watermarks()
+        limit = self.completeness.limit()
         holds = holds or {}
-        if not holds and self._buffer and max(i[0] for i in self._buffer) <= min(limits.values()):
+        if not holds and self._buffer and max(i[0] for i in self._buffer) <= limit:
             ready, self._buffer = self._buffer, []  # everything in memory is complete (a drained backlog)
         else:
             ready, waiting = [], []
             for item in self._buffer:
                 commit_ts, _, event = item
-                complete = commit_ts <= limits[event.position.topic] and commit_ts < holds.get(event.table, _NEVER)
+                complete = commit_ts <= limit and commit_ts < holds.get(event.table, _NEVER)
                 (ready if complete else waiting).append(item)
             self._buffer = waiting
         # (commitTs, arrival) decide every comparison: arrival numbers are unique.
         ready.sort()
         if self._spill:
-            ready, cut = self._with_spilled(ready, limits, holds, max_events)
+            ready, cut = self._with_spilled(ready, limit, holds, max_events)
         else:
             ready, cut = self._bounded(ready, max_events)
         self._next_check = self._check_after()
-        last = ready[-1][0] if ready else 0
-        through = {t: min(ts, last) for t, ts in limits.items()} if cut else dict(limits)
-        lowest = min(limits.values(), default=0)
-        self._ddl.forget_through(lowest)
-        return Released([event for _, _, event in ready], through, cut)
+        through = min(limit, ready[-1][0]) if cut and ready else limit
+        self._ddl.forget_through(limit)
+        return Released([event for _, _, event in ready], {t: through for t in self.completeness.topic_limits()}, cut)
 
     def _bounded(self, ready: list, max_events: int | None) -> tuple[list, bool]:
         """`ready` cut after `max_events` at a commitTs boundary; the rest waits for the next release."""
@@ -277,14 +302,14 @@ class WatermarkGate(Gate):
         return ready[:end], True
 
     def _with_spilled(
-        self, ready: list, limits: Mapping[str, int], holds: Mapping[TableName, int], max_events: int | None
+        self, ready: list, limit: int, holds: Mapping[TableName, int], max_events: int | None
     ) -> tuple[list, bool]:
         """`ready` merged with the complete spilled events, cut like `_bounded`; what is taken leaves disk."""
 
         def complete_spilled():
-            for item in self._spill.up_to(max(limits.values())):
+            for item in self._spill.up_to(limit):
                 commit_ts, _, event = item
-                if commit_ts <= limits[event.position.topic] and commit_ts < holds.get(event.table, _NEVER):
+                if commit_ts < holds.get(event.table, _NEVER):
                     yield item
 
         spilled = complete_spilled()
@@ -315,6 +340,30 @@ class WatermarkGate(Gate):
             lowest[tp] = min(lowest.get(tp, pos.offset), pos.offset)
         return lowest
 
+    def waiting_by_partition(self) -> dict[TopicPartition, Waiting]:
+        counts: dict[tuple[str, int], int] = {}
+        oldest: dict[tuple[str, int], tuple[int, int, Event]] = {}
+        for item in self._buffer:
+            pos = item[2].position
+            where = (pos.topic, pos.partition)
+            counts[where] = counts.get(where, 0) + 1
+            if where not in oldest or item < oldest[where]:
+                oldest[where] = item
+        waiting = {}
+        if self._spill:
+            for tp, (count, first) in self._spill.waiting_by_partition().items():
+                waiting[tp] = Waiting(count, first.commit_ts, first.table, Waiting.kind_of(first))
+        for where, count in counts.items():
+            commit_ts, _, event = oldest[where]
+            tp = TopicPartition(*where)
+            spilled = waiting.get(tp)
+            if spilled is None or commit_ts < spilled.oldest_ts:
+                waiting[tp] = Waiting(count + (spilled.events if spilled else 0), commit_ts, event.table,
+                                      Waiting.kind_of(event))
+            else:
+                waiting[tp] = Waiting(count + spilled.events, spilled.oldest_ts, spilled.table, spilled.kind)
+        return waiting
+
     def take_waiting(self) -> list[Event]:
         items, self._buffer = self._buffer, []
         if self._spill:
@@ -333,59 +382,40 @@ class WatermarkGate(Gate):
     def __len__(self) -> int:
         return len(self._buffer) + (len(self._spill) if self._spill else 0)
 
-    # --- restart state ----------------------------------------------------------
-
-    def safe_watermarks(self, committed: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """Per partition, the highest watermark read before its committed offset.
-
-        Every event a restart from `committed` will not re-read lies before
-        that offset and has been applied, so a restart may begin with these
-        watermarks instead of waiting for fresh ones.
-        """
-        safe = {}
-        for tp, progress in self._progress.items():
-            start = committed.get(tp, 0)
-            # Observations are in offset order, so those behind `start` are a prefix.
-            behind = sum(1 for offset, _ in progress.observations if offset < start)
-            if behind:
-                # Keep the newest one behind the offset: the next save needs it too.
-                del progress.observations[: behind - 1]
-                safe[tp] = progress.observations[0][1]
-        return safe
-
-    def restore(self, watermarks: Mapping[TopicPartition, int]) -> None:
-        """Start from watermarks saved by `safe_watermarks` (before any offset)."""
-        for tp, ts in watermarks.items():
-            progress = self._progress.get(tp)
-            if progress is not None and ts > progress.watermark:
-                progress.watermark = ts
-                progress.observations.insert(0, (-1, ts))
-
 
 class ArrivalGate(Gate):
     """The gate for offset-ordered protocols (TiCDC Avro): everything is complete on arrival.
 
-    Such protocols send no watermarks; TiCDC writes each partition in commit
-    order and all changes of a key go to one partition, so a key's changes are
-    in order within it. Events are released as they came. A DDL broadcast to
-    every partition is taken from its first copy (commitTs 0: unknown, so
-    every copy is kept).
+    Such protocols send no watermarks (TiCDC's avro-enable-watermark testing mode does: they only tell a topic
+    that falls silent, `Completeness.round_ended`); TiCDC writes each partition in commit order and all changes
+    of a key go to one partition, so a key's changes are in order within it. Events are released as they came.
+    A DDL broadcast to every partition is taken from its first copy (commitTs 0: unknown, so every copy is kept).
     """
 
-    def __init__(self, partitions: Mapping[str, Iterable[int]]) -> None:
-        super().__init__()
+    def __init__(self, partitions: Mapping[str, Iterable[int]], completeness: Completeness | None = None) -> None:
+        super().__init__(completeness or Completeness(partitions))
         self._buffer: list[Event] = []
 
     def add(self, event: Event) -> None:
         if isinstance(event, Watermark):
+            self.completeness.watermark(event)
             return
         if isinstance(event, SchemaChange) and not self._ddl.first(event):
             return
+        if isinstance(event, RowChange):
+            self.completeness.table_seen(event.position.topic, event.table)
         self._buffer.append(event)
+
+    def observe(self, event: Event) -> None:
+        if isinstance(event, RowChange):
+            self.completeness.table_seen(event.position.topic, event.table)
 
     def release(self, holds: Mapping[TableName, int] | None = None, max_events: int | None = None) -> Released:
         released, self._buffer = self._buffer, []
         return Released(released, {})
+
+    def limits(self) -> dict[str, int]:
+        return {}
 
     def watermarks(self) -> dict[str, int]:
         return {}

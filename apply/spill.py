@@ -98,3 +98,9 @@ class SpillStore:
     def lowest_offsets(self) -> dict[TopicPartition, int]:
         rows = self._db.execute("SELECT topic, part, MIN(off) FROM pending GROUP BY topic, part")
         return {TopicPartition(topic, part): offset for topic, part, offset in rows}
+
+    def waiting_by_partition(self) -> dict[TopicPartition, tuple[int, Event]]:
+        """Per partition, (events stored, the oldest one)."""
+        # (SQLite takes a bare column of an aggregate's row from the row MIN chose)
+        rows = self._db.execute("SELECT topic, part, COUNT(*), MIN(commit_ts), event FROM pending GROUP BY topic, part")
+        return {TopicPartition(topic, part): (count, self._decode(blob)) for topic, part, count, _, blob in rows}

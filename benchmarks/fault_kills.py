@@ -66,6 +66,8 @@ class Scenario:
     topic: str
     carries_ddl: bool
     carries_defaults: bool = True  # column defaults in the stream: an ADD COLUMN ... DEFAULT backfills
+    # A topic per table, as TiCDC's event router writes them (`testbed.changefeed`): the job reads them by pattern.
+    topic_per_table: bool = False
 
     def ddl_sites(self) -> list[str]:
         """The DDL kill sites this stream reaches (no backfill where the protocol carries no defaults)."""
@@ -74,7 +76,11 @@ class Scenario:
         return [s for s in DDL_SITES if self.carries_defaults or s != "backfill"]
 
     def topics(self) -> list[str]:
-        return self.feed.topics() if self.protocol == "avro" else [self.topic]
+        return self.feed.topics() if self.protocol == "avro" or self.topic_per_table else [self.topic]
+
+    def topic_pattern(self) -> str | None:
+        """The pattern the job reads a topic per table by (None: a list of topics)."""
+        return f"{self.topic}_.*" if self.topic_per_table else None
 
 
 def _changes(feed, table: tuple[str, str], rng: random.Random, live: set, keys: range, make_row: Callable, txns: int) -> None:
@@ -124,8 +130,11 @@ def ddl_workload(feed, rng: random.Random, *, carries_defaults: bool, txns: int)
 HISTORY_TABLES = ("shop.items", "archive.items_2025")
 
 
-def scenario(protocol: str, rng: random.Random, registry_url: str | None, txns: int = 24, *, history: bool = False) -> Scenario:
-    """`protocol`'s workload; `history`: with history tables (HISTORY_TABLES; not avro, which refuses them)."""
+def scenario(protocol: str, rng: random.Random, registry_url: str | None, txns: int = 24, *, history: bool = False,
+             topic_per_table: bool = False) -> Scenario:
+    """`protocol`'s workload; `history`: with history tables (HISTORY_TABLES; not avro, which refuses them);
+    `topic_per_table`: a topic per table (`<topic>_<database>_<table>`, TiCDC's router: DDL on the old name's topic,
+    watermarks to the tables' topics only; avro always has one)."""
     from testbed.demo import demo_changefeed
     from testbed.encoders.canal import CanalJsonWriter
     from testbed.encoders.debezium import DebeziumWriter
@@ -135,6 +144,7 @@ def scenario(protocol: str, rng: random.Random, registry_url: str | None, txns: 
 
     suffix = uuid.uuid4().hex[:8]
     topic = f"faults-{protocol}-{suffix}"
+    routed = {"topic_per_table": f"{topic}_{{schema}}_{{table}}"} if topic_per_table and protocol != "avro" else {}
     if protocol == "avro":
         writer = TiCDCAvroWriter(registry_url, enable_tidb_extension=True, timestamp_zone="UTC")
         feed = demo_changefeed(seed=rng.randrange(1000), changes=250, avro_writer=writer, topic_prefix=f"f{suffix}")
@@ -142,22 +152,24 @@ def scenario(protocol: str, rng: random.Random, registry_url: str | None, txns: 
                     "registry": {"url": registry_url}}
         return Scenario(protocol, feed, settings, topic, carries_ddl=False)
     feeds = {
-        "simple-json": (lambda: items_feed(), {}, True),
-        "simple-avro": (lambda: items_feed(encoding="avro"), {"encoding": "avro"}, True),
-        "debezium": (lambda: items_feed(debezium_writer=DebeziumWriter()), {"name": "debezium", "enable_tidb_extension": True}, True),
+        "simple-json": (lambda: items_feed(**routed), {}, True),
+        "simple-avro": (lambda: items_feed(encoding="avro", **routed), {"encoding": "avro"}, True),
+        "debezium": (lambda: items_feed(debezium_writer=DebeziumWriter(), **routed),
+                     {"name": "debezium", "enable_tidb_extension": True}, True),
         "canal-json": (
-            lambda: items_feed(canal_writer=CanalJsonWriter(content_compatible=True)),
+            lambda: items_feed(canal_writer=CanalJsonWriter(content_compatible=True), **routed),
             {"name": "canal-json", "enable_tidb_extension": True, "timestamp_zone": "UTC"},
             False,
         ),
-        "open-protocol": (lambda: items_feed(open_writer=OpenProtocolWriter()), {"name": "open-protocol"}, False),
+        "open-protocol": (lambda: items_feed(open_writer=OpenProtocolWriter(), **routed), {"name": "open-protocol"}, False),
     }
     make_feed, protocol_settings, carries_defaults = feeds[protocol]
     feed = ddl_workload(make_feed(), rng, carries_defaults=carries_defaults, txns=txns)
     settings = {"protocol": protocol_settings} if protocol_settings else {}
     if history:
         settings["history"] = {"tables": list(HISTORY_TABLES)}
-    return Scenario(protocol, feed, settings, topic, carries_ddl=True, carries_defaults=carries_defaults)
+    return Scenario(protocol, feed, settings, topic, carries_ddl=True, carries_defaults=carries_defaults,
+                    topic_per_table=bool(routed))
 
 
 # --- the job's configuration -------------------------------------------------------------------
@@ -176,8 +188,10 @@ def _toml_value(value) -> str:
 
 
 def job_sections(bootstrap_servers: str, scene: Scenario, target: str | Path, group: str, batch_messages: int) -> dict:
+    pattern = scene.topic_pattern()
+    topics = {"topic_pattern": pattern} if pattern else {"topics": scene.topics()}
     return {
-        "kafka": {"bootstrap_servers": bootstrap_servers, "topics": scene.topics(), "group_id": group},
+        "kafka": {"bootstrap_servers": bootstrap_servers, **topics, "group_id": group},
         "target": {"path": str(target)},
         "run": {"mode": "until-idle", "batch_max_messages": batch_messages, "batch_max_seconds": 2.0,
                 "idle_timeout_seconds": 15.0, "lease_seconds": LEASE_SECONDS},
@@ -464,14 +478,9 @@ def uninterrupted(spark, sections: dict, scene: Scenario):
 
 
 def publish_scenario(bootstrap_servers: str, scene: Scenario) -> None:
-    from testbed.produce import ensure_topic, produce
+    from testbed.produce import publish_in_order
 
-    by_topic: dict[str, list] = {}
-    for message in scene.feed.messages:
-        by_topic.setdefault(message.topic or scene.topic, []).append(message)
-    for name, batch in by_topic.items():
-        ensure_topic(bootstrap_servers, name, scene.feed.partitions)
-        produce(bootstrap_servers, name, ((m.partition, m.key, m.value) for m in batch))
+    publish_in_order(bootstrap_servers, scene.feed.messages, scene.topic, scene.feed.partitions)
 
 
 @dataclasses.dataclass(frozen=True)

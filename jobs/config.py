@@ -207,6 +207,13 @@ class RunConfig:
     # a table still holding a key upstream removed (partition DDL, an event filter dropping deletes, a hand
     # edit) would then hold it twice, where a MERGE overwrites it.
     append_new_keys: bool = False
+    # A change waiting longer than this (its commitTs this many seconds older than the newest watermark read) is
+    # logged once, at WARNING, naming its table and what holds it (a partition's watermark, its schema).
+    wait_warning_seconds: float = 300.0
+    # A topic that carried a table and has had no watermark for this many rounds in which the newest watermark
+    # moved on is logged once, at WARNING (its table dropped or renamed upstream without a DDL this consumer
+    # read, or taken out of the changefeed). 0: never.
+    silent_topic_rounds: int = 20
 
     def __post_init__(self) -> None:
         require_choice("run.mode", self.mode, RUN_MODES)
@@ -222,6 +229,10 @@ class RunConfig:
             raise ConfigError("run.driver_decode_max_messages: must be a whole number of at least 0, got "
                               f"{self.driver_decode_max_messages!r}")
         require_bool("run.append_new_keys", self.append_new_keys)
+        require_positive("run.wait_warning_seconds", self.wait_warning_seconds)
+        if not isinstance(self.silent_topic_rounds, int) or isinstance(self.silent_topic_rounds, bool) \
+                or self.silent_topic_rounds < 0:
+            raise ConfigError(f"run.silent_topic_rounds: must be a whole number of at least 0, got {self.silent_topic_rounds!r}")
         if not isinstance(self.apply_concurrency, int) or isinstance(self.apply_concurrency, bool) or self.apply_concurrency < 1:
             raise ConfigError(f"run.apply_concurrency: must be a whole number of at least 1, got {self.apply_concurrency!r}")
         if self.lease_seconds < MIN_LEASE_SECONDS:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ticdc_delta.apply.checkpoint import Retention
-from ticdc_delta.apply.gate import Gate, Released
+from ticdc_delta.apply.gate import Gate, Released, Waiting
 from ticdc_delta.apply.metrics import PhaseTimes
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.config import RunConfig
@@ -73,6 +73,9 @@ class Intake(Protocol):
 
     def waiting(self, gate: Gate) -> int:
         """Events read and not released yet."""
+
+    def waiting_by_partition(self, gate: Gate) -> dict[TopicPartition, Waiting]:
+        """Those events per partition, as the last release left them."""
 
     def held_offsets(self, gate: Gate) -> dict[TopicPartition, int]:
         """Per partition, the offset of its oldest message whose events are not durable yet (Kafka's
@@ -165,6 +168,9 @@ class DriverIntake:
 
     def waiting(self, gate: Gate) -> int:
         return len(gate)
+
+    def waiting_by_partition(self, gate: Gate) -> dict[TopicPartition, Waiting]:
+        return gate.waiting_by_partition()
 
     def held_offsets(self, gate: Gate) -> dict[TopicPartition, int]:
         return gate.pending_offsets()

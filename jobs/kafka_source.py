@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -62,6 +62,8 @@ _METADATA_SLICE = 2.0
 _CLOSE_WAIT = 10.0
 # How often a commit's answer is looked for.
 _COMMIT_POLL_SECONDS = 0.01
+# A ListOffsets request's timestamp meaning "the end" (`end_offsets_now`).
+_LATEST = -1
 # librdkafka's log level (syslog's) for the offset committer: critical only.
 _QUIET = 2
 T = TypeVar("T")
@@ -390,6 +392,17 @@ class KafkaSource:
                     raise
                 log.info("Kafka: %s is gone (deleted upstream): nothing more is read from it", tp)
         return dict(self._end)
+
+    def end_offsets_now(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's end offset, asked of the brokers now in one request per broker (`apply.completeness`:
+        a look). A partition Kafka no longer has (its topic deleted) is left out."""
+        asked = [KafkaPartition(tp.topic, tp.partition, _LATEST) for tp in partitions]
+        if not asked:
+            return {}
+        answers = self._retrying(
+            "look up end offsets", lambda: self._consumer.offsets_for_times(asked, timeout=_METADATA_TIMEOUT)
+        )
+        return {TopicPartition(a.topic, a.partition): a.offset for a in answers if a.error is None and a.offset >= 0}
 
     def advance(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Note that messages before these offsets were read elsewhere (Spark's Kafka source)."""

@@ -52,6 +52,8 @@ from ticdc_delta.jobs.intake import DriverIntake, Intake, Reading
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.live_progress import ProgressLine
 from ticdc_delta.jobs.runtime import check_session
+from ticdc_delta.jobs.waits import Wait, WaitWarnings, waits
+from ticdc_delta.jobs.waits import encode as encode_waits
 from ticdc_delta.schema_cache.decoder import Decoder
 from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TopicPartition
 from ticdc_delta.schema_cache.protocols import create_decoder
@@ -147,6 +149,8 @@ class Pipeline:
         # Data tables compacted and vacuumed every `maintenance.every_batches` batches (None: never in the job):
         # those this run wrote (a table nothing was written to gains no file; `ticdc-delta maintain` does all)
         self._maintenance = maintenance
+        self._waits: list[Wait] = []  # what the last batch left waiting, and for what (saved with the checkpoint)
+        self._wait_warnings = WaitWarnings(config.run.wait_warning_seconds)
 
     @classmethod
     def from_config(
@@ -214,7 +218,8 @@ class Pipeline:
             checkpoints=CheckpointStore(sql, locator, Retention(config.checkpoint.keep, config.checkpoint.cleanup_every)),
             dead_letters=DeadLetterTable(sql, locator, config.kafka.group_id),
             gate_factory=functools.partial(
-                gate_for, max_in_memory=run.max_pending_events, spill_dir=run.spill_dir or None
+                gate_for, max_in_memory=run.max_pending_events, spill_dir=run.spill_dir or None,
+                ddl_on_every_partition=decoder.ddl_on_every_partition, silent_rounds=run.silent_topic_rounds,
             ),
             times=times,
             stop=stop,
@@ -266,7 +271,7 @@ class Pipeline:
             self._gate.restore(checkpoint.watermarks)
             self._resumed = (dict(checkpoint.offsets), dict(checkpoint.watermarks))
         self._committed = self._source.next_offsets()
-        self._note_applied(self._gate.watermarks(), [])  # a restored gate: applied by earlier runs
+        self._note_applied(self._gate.limits(), [])  # a restored gate: applied by earlier runs
         if self._progress is not None:
             self._progress.start(self._committed, self._source.end_offsets())
 
@@ -322,6 +327,7 @@ class Pipeline:
         errors: list[DecodeError] = []
         # (also with no new message: the decoder may have given up on a message parked for its schema)
         self._intake.take(messages, self._gate, functools.partial(self._bad_message, errors=errors))
+        self._look_at_end_offsets()
         if self._lease is not None:
             self._lease.check("apply a batch")  # (every write asks again)
         summary = ApplySummary()
@@ -329,11 +335,16 @@ class Pipeline:
         holds = self._holds()
         for released in self._intake.releases(self._gate, holds):
             summary.add(self._applier.apply(released.events, released.through, holds))
+            self._gate.released(released.events)
             self._note_applied(released.through, released.events, holds)
             released_count += len(released.events)
         with self._times.phase("dead_letters"):
             self._dead_letters.write(errors)
         self._intake.settle(messages, holds)
+        ordered = self._decoder.ordering is Ordering.COMMIT_TS
+        self._waits = waits(self._intake.waiting_by_partition(self._gate), self._decoder.parked(),
+                            self._gate.completeness if ordered else None)
+        self._wait_warnings.round_ended(self._waits, self._gate.completeness)
         self._save_progress(summary)
 
         result.batches += 1
@@ -360,6 +371,19 @@ class Pipeline:
                 self._gate.watermarks(),
             )
         return summary, len(errors)
+
+    def _look_at_end_offsets(self) -> None:
+        """Look up the end offsets of partitions that lag the newest watermark (or a canal DDL): read up to them,
+        they are complete through it though no watermark comes (a topic whose table was dropped or renamed away,
+        a new topic before its first: `apply.completeness`)."""
+        completeness = self._gate.completeness
+        if self._decoder.ordering is not Ordering.COMMIT_TS:
+            return
+        wanted = completeness.looks_wanted()
+        if wanted:
+            with self._times.phase("kafka_poll"):
+                completeness.looked(self._source.end_offsets_now(wanted), wanted)
+        completeness.read_up_to(self._source.next_offsets())
 
     def _note_applied(self, through: Mapping[str, int], events: list, holds: Mapping[TableName, int] | None = None) -> None:
         """Move the applied commitTs on: everything through it is in the tables.
@@ -440,6 +464,7 @@ class Pipeline:
                     watermarks=watermarks,
                     decoder_state=self._decoder.state(),
                     routes=self._applier.routes.saved() if self._applier.routes else None,
+                    waiting=encode_waits(self._waits, self._gate.completeness.newest()),
                 )
             )
         with self._times.phase("kafka_commit"):

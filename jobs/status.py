@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.errors import AnalysisException
 
@@ -29,6 +29,8 @@ from ticdc_delta.apply.tombstones import Tombstones
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.pipeline import locator_for
+from ticdc_delta.jobs.waits import age_seconds
+from ticdc_delta.jobs.waits import decode as decode_waits
 from ticdc_delta.schema_cache.events import TableName
 
 # The history read per table: the applied marker is on one of its newest commits.
@@ -70,6 +72,8 @@ class StatusReport:
     checkpoint_saved_at: dt.datetime | None
     partitions: list[PartitionStatus]
     tables: list[TableStatus]
+    # What waited at the checkpoint, and for what (`jobs.waits`): {"newest_watermark", "partitions": [...]}
+    waiting: dict = field(default_factory=dict)
 
     @property
     def total_lag(self) -> int | None:
@@ -126,7 +130,8 @@ def gather_status(config: Config, spark) -> StatusReport:
     saved_at = None
     if checkpoint is not None and checkpoint.saved_at is not None:
         saved_at = checkpoint.saved_at.astimezone(dt.timezone.utc)  # Spark gives local wall-clock time
-    return StatusReport(consumer, checkpoint.batch if checkpoint else None, saved_at, partitions, tables)
+    return StatusReport(consumer, checkpoint.batch if checkpoint else None, saved_at, partitions, tables,
+                        decode_waits(checkpoint.waiting) if checkpoint is not None else {})
 
 
 # --- output --------------------------------------------------------------------------
@@ -160,6 +165,8 @@ def to_json(report: StatusReport) -> dict:
             }
             for t in report.tables
         ],
+        "waiting": report.waiting.get("partitions", []),
+        "newest_watermark": report.waiting.get("newest_watermark"),
     }
 
 
@@ -202,6 +209,17 @@ def render(report: StatusReport) -> str:
                 when = "" if t.applied_ts is None else upstream_time(t.applied_ts).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
                 table_rows.append((t.name, _dash(t.version), str(t.applied_ts or "-"), when and f"{when} UTC"))
         lines.extend(_grid(("table", "version", "applied commitTs", "upstream time"), table_rows, {1, 2}))
+    waiting = report.waiting.get("partitions", [])
+    if waiting:
+        newest = report.waiting.get("newest_watermark") or 0
+        lines += ["", f"waiting at the checkpoint (newest watermark read: {newest or '-'}):"]
+        rows = [(w["partition"], _dash(w["events"]), str(w["oldest_ts"]),
+                 f"{age_seconds(w['oldest_ts'], newest):.0f} s" if newest else "-", w["table"], w["kind"])
+                for w in waiting]
+        lines.extend(_grid(("partition", "events", "oldest commitTs", "behind", "table", "kind"), rows, {1, 2, 3}))
+        for reason in dict.fromkeys(w["waits_for"] for w in waiting):
+            held = ", ".join(w["partition"] for w in waiting if w["waits_for"] == reason)
+            lines.append(f"  {held}: waits for {reason}")
     return "\n".join(lines) + "\n"
 
 

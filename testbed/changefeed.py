@@ -14,6 +14,15 @@ emits the messages TiCDC would emit for the same operations, in one of:
 - TiCDC's Open Protocol: one topic, rows batched per partition, DDL and
   resolved events to every partition.
 
+With `topic_per_table` (a topic expression such as "tidb_{schema}_{table}", as
+a changefeed's `[sink.dispatchers]` gives it), every protocol but avro sends
+as TiCDC's event router does (pingcap/tiflow cdc/sink/dmlsink/mq/dispatcher/
+event_router.go, cdc/sink/ddlsink/mq/mq_ddl_sink.go): a row to its table's
+topic; a DDL to the topic of the table's old name (a CREATE: the new name's);
+a watermark to every partition of the topics of the tables replicated now and
+of the default topic. So after a DROP TABLE or a RENAME away, the old name's
+topic gets nothing more, and a new name's topic begins with its first message.
+
 A key-changing UPDATE is split into DELETE + INSERT at one commitTs (TiCDC's
 default) unless `split_key_updates` is off. Values are given as TiDB holds
 them (ENUM/SET by name, TIMESTAMP as an aware datetime); each protocol's
@@ -90,17 +99,14 @@ class _SimpleEmitter(_Emitter):
         writer = {"json": SimpleJsonWriter, "avro": SimpleAvroWriter}[encoding]
         self._writer = writer(build_ts_ms=1_700_000_000_000)
 
-    def _broadcast(self, value: bytes, kind: str) -> None:
-        self._feed.messages.extend(Message(p, value, kind) for p in range(self._feed.partitions))
-
     def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str, previous=None) -> None:
-        self._broadcast(self._writer.ddl(kind, schema, commit_ts, sql), "DDL")
+        self._feed.broadcast(self._writer.ddl(kind, schema, commit_ts, sql), "DDL", [self._feed.ddl_topic(schema, previous)])
 
     def watermark(self, commit_ts: int) -> None:
-        self._broadcast(self._writer.watermark(commit_ts), "WATERMARK")
+        self._feed.broadcast(self._writer.watermark(commit_ts), "WATERMARK", self._feed.watermark_topics())
 
     def bootstrap(self, schema: dict) -> None:
-        self._broadcast(self._writer.bootstrap(schema), "BOOTSTRAP")
+        self._feed.broadcast(self._writer.bootstrap(schema), "BOOTSTRAP", [self._feed.row_topic(schema)])
 
     def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
         if not state.bootstrapped:
@@ -115,7 +121,7 @@ class _SimpleEmitter(_Emitter):
         else:
             value = self._writer.update(state.schema, commit_ts, wire(state, before), wire(state, after))
         partition = self._feed._partition_of(state, after if after is not None else before)
-        self._feed.messages.append(Message(partition, value, "DML"))
+        self._feed.messages.append(Message(partition, value, "DML", self._feed.row_topic(state.schema)))
 
 
 class _AvroEmitter(_Emitter):
@@ -129,7 +135,13 @@ class _AvroEmitter(_Emitter):
     def topic(self, schema: Mapping[str, object]) -> str:
         return f"{self._prefix}_{schema['schema']}_{schema['table']}"
 
-    # No DDL, watermark or bootstrap messages: a new schema comes with the next row.
+    # No DDL or bootstrap messages: a new schema comes with the next row. Watermarks only with TiCDC's testing
+    # option avro-enable-watermark, to the topics of the tables replicated now.
+
+    def watermark(self, commit_ts: int) -> None:
+        if self._writer.enable_watermark:
+            topics = sorted({self.topic(state.schema) for state in self._feed._tables.values()})
+            self._feed.broadcast(self._writer.checkpoint(commit_ts), "WATERMARK", topics)
 
     def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
         topic = self.topic(state.schema)
@@ -145,21 +157,20 @@ class _DebeziumEmitter(_Emitter):
         self._feed = feed
         self._writer = writer
 
-    def _broadcast(self, key_value: tuple[bytes, bytes] | None, kind: str) -> None:
-        if key_value is not None:
-            key, value = key_value
-            self._feed.messages.extend(Message(p, value, kind, key=key) for p in range(self._feed.partitions))
-
     def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str, previous=None) -> None:
-        self._broadcast(self._writer.ddl(kind, schema, commit_ts, sql, previous), "DDL")
+        key_value = self._writer.ddl(kind, schema, commit_ts, sql, previous)
+        if key_value is not None:
+            self._feed.broadcast(key_value[1], "DDL", [self._feed.ddl_topic(schema, previous)], key=key_value[0])
 
     def watermark(self, commit_ts: int) -> None:
-        self._broadcast(self._writer.watermark(commit_ts), "WATERMARK")
+        key_value = self._writer.watermark(commit_ts)
+        if key_value is not None:
+            self._feed.broadcast(key_value[1], "WATERMARK", self._feed.watermark_topics(), key=key_value[0])
 
     def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
         key, value = self._writer.row(state.schema, kind, commit_ts, before, after)
         partition = self._feed._partition_of(state, after if after is not None else before)
-        self._feed.messages.append(Message(partition, value, "DML", key=key))
+        self._feed.messages.append(Message(partition, value, "DML", self._feed.row_topic(state.schema), key=key))
 
 
 class _CanalEmitter(_Emitter):
@@ -170,17 +181,18 @@ class _CanalEmitter(_Emitter):
         self._writer = writer
 
     def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str, previous=None) -> None:
-        self._feed.messages.append(Message(0, self._writer.ddl(kind, schema, commit_ts, sql), "DDL"))
+        topic = self._feed.ddl_topic(schema, previous)
+        self._feed.messages.append(Message(0, self._writer.ddl(kind, schema, commit_ts, sql), "DDL", topic))
 
     def watermark(self, commit_ts: int) -> None:
         value = self._writer.watermark(commit_ts)
         if value is not None:
-            self._feed.messages.extend(Message(p, value, "WATERMARK") for p in range(self._feed.partitions))
+            self._feed.broadcast(value, "WATERMARK", self._feed.watermark_topics())
 
     def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
         value = self._writer.row(state.schema, kind, commit_ts, before, after)
         partition = self._feed._partition_of(state, after if after is not None else before)
-        self._feed.messages.append(Message(partition, value, "DML"))
+        self._feed.messages.append(Message(partition, value, "DML", self._feed.row_topic(state.schema)))
 
 
 class _OpenProtocolEmitter(_Emitter):
@@ -190,33 +202,34 @@ class _OpenProtocolEmitter(_Emitter):
     def __init__(self, feed: Changefeed, writer: OpenProtocolWriter) -> None:
         self._feed = feed
         self._writer = writer
-        self._batches: dict[int, list[tuple[bytes, bytes]]] = {}
+        self._batches: dict[tuple[str | None, int], list[tuple[bytes, bytes]]] = {}  # (topic, partition) -> rows
 
     def flush(self) -> None:
-        for partition, pairs in sorted(self._batches.items()):
+        for (topic, partition), pairs in sorted(self._batches.items(), key=lambda item: (item[0][0] or "", item[0][1])):
             key, value = self._writer.frame(pairs)
-            self._feed.messages.append(Message(partition, value, "DML", key=key))
+            self._feed.messages.append(Message(partition, value, "DML", topic, key=key))
         self._batches.clear()
 
-    def _broadcast(self, key_value: tuple[bytes, bytes], kind: str) -> None:
+    def _broadcast(self, key_value: tuple[bytes, bytes], kind: str, topics: list[str | None]) -> None:
         self.flush()
         key, value = key_value
-        self._feed.messages.extend(Message(p, value, kind, key=key) for p in range(self._feed.partitions))
+        self._feed.broadcast(value, kind, topics, key=key)
 
     def ddl(self, kind: str, schema: dict, commit_ts: int, sql: str, previous=None) -> None:
-        self._broadcast(self._writer.ddl(kind, schema, commit_ts, sql), "DDL")
+        self._broadcast(self._writer.ddl(kind, schema, commit_ts, sql), "DDL", [self._feed.ddl_topic(schema, previous)])
 
     def watermark(self, commit_ts: int) -> None:
-        self._broadcast(self._writer.resolved(commit_ts), "WATERMARK")
+        self._broadcast(self._writer.resolved(commit_ts), "WATERMARK", self._feed.watermark_topics())
 
     def row(self, state: _Table, kind: str, commit_ts: int, before: dict | None, after: dict | None) -> None:
         partition = self._feed._partition_of(state, after if after is not None else before)
-        batch = self._batches.setdefault(partition, [])
+        where = (self._feed.row_topic(state.schema), partition)
+        batch = self._batches.setdefault(where, [])
         batch.append(self._writer.row(state.schema, kind, commit_ts, before, after))
         if len(batch) >= self._writer.max_batch_size:
-            pairs = self._batches.pop(partition)
+            pairs = self._batches.pop(where)
             key, value = self._writer.frame(pairs)
-            self._feed.messages.append(Message(partition, value, "DML", key=key))
+            self._feed.messages.append(Message(partition, value, "DML", where[0], key=key))
 
 
 class Changefeed:
@@ -232,11 +245,17 @@ class Changefeed:
         canal_writer: CanalJsonWriter | None = None,
         open_writer: OpenProtocolWriter | None = None,
         topic_prefix: str = "tidb",
+        topic_per_table: str | None = None,
+        default_topic: str | None = None,
     ) -> None:
         """Simple protocol in `encoding` (json/avro); TiCDC's avro protocol with `avro_writer`;
         TiCDC's debezium protocol with `debezium_writer`; canal-json with `canal_writer`; Open
-        Protocol with `open_writer`."""
+        Protocol with `open_writer`. `topic_per_table`: a topic expression ("{schema}" and "{table}"
+        substituted, as TiCDC's dispatcher rule `topic`), with `default_topic` the changefeed's own
+        (None: no default topic is read, so watermarks go to the tables' topics only)."""
         self.partitions = partitions
+        self.topic_per_table = topic_per_table
+        self.default_topic = default_topic
         self.location = location
         self.split_key_updates = split_key_updates
         self.messages: list[Message] = []
@@ -277,6 +296,36 @@ class Changefeed:
     def topics(self) -> list[str]:
         """The topics messages went to (None: the changefeed's one topic)."""
         return sorted({m.topic for m in self.messages if m.topic is not None})
+
+    # --- where TiCDC's event router sends each message (`topic_per_table`) ---------------
+
+    def topic_of(self, database: str, table: str) -> str | None:
+        """The topic of a table's name (None: the changefeed's one topic)."""
+        if self.topic_per_table is None:
+            return None
+        name = self.topic_per_table.replace("{schema}", database).replace("{table}", table)
+        return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)  # (as TiCDC's Substitute)
+
+    def row_topic(self, schema: Mapping[str, object]) -> str | None:
+        return self.topic_of(str(schema["schema"]), str(schema["table"]))
+
+    def ddl_topic(self, schema: Mapping[str, object], previous: tuple[str, str] | None = None) -> str | None:
+        """A DDL goes to the topic of the table's old name (`GetTopicForDDL`: its pre-table's); a CREATE has none."""
+        return self.topic_of(*previous) if previous is not None else self.row_topic(schema)
+
+    def watermark_topics(self) -> list[str | None]:
+        """The topics of the tables replicated now, and the default topic (`GetActiveTopics`)."""
+        if self.topic_per_table is None:
+            return [None]
+        topics = sorted({self.topic_of(*name) for name in self._tables})
+        if self.default_topic is not None and self.default_topic not in topics:
+            topics.append(self.default_topic)
+        return topics
+
+    def broadcast(self, value: bytes, kind: str, topics: Sequence[str | None], *, key: bytes | None = None) -> None:
+        """`value` to every partition of each of `topics`."""
+        for topic in topics:
+            self.messages.extend(Message(p, value, kind, topic, key=key) for p in range(self.partitions))
 
     # --- DDL --------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from testbed.changefeed import Changefeed
 from testbed.local_kafka import LocalKafka
-from testbed.produce import ensure_topic, produce
+from testbed.produce import publish_in_order
 from testbed.tables import column
 from ticdc_delta.jobs import config as config_module
 from ticdc_delta.jobs.log_lines import log_lines_at
@@ -167,8 +167,7 @@ def load_demo(
 ) -> tuple[Changefeed, RunResult]:
     """Publish the demo stream to `topic` and run the job until idle into `target` (what the demo and tests share)."""
     feed = demo_changefeed()
-    ensure_topic(bootstrap_servers, topic, PARTITIONS)
-    sent = produce(bootstrap_servers, topic, ((m.partition, None, m.value) for m in feed.messages))
+    sent = publish_in_order(bootstrap_servers, feed.messages, topic, PARTITIONS)
     print(f"produced {sent} Simple JSON messages to {topic} ({PARTITIONS} partitions) at {bootstrap_servers}")
     config = demo_config(bootstrap_servers, target, topic=topic, group=group)
     result = Pipeline.from_config(config, spark or get_spark()).run()

@@ -14,7 +14,7 @@ import pytest
 from chispa import assert_df_equality
 
 from testbed.changefeed import Changefeed, Message
-from testbed.produce import ensure_topic, produce
+from testbed.produce import publish_in_order
 from tests.readers import log_state
 from ticdc_delta.apply.applier import Applier
 from ticdc_delta.apply.delta_writer import DeltaWriter
@@ -62,15 +62,9 @@ def spark_variant(*values, id: str):
 
 
 def publish(kafka, topic: str, messages: Iterable[Message], partitions: int = 3) -> int:
-    """Send messages in order; those naming their own topic (avro protocol) go there."""
-    by_topic: dict[str, list[Message]] = {}
-    for message in messages:
-        by_topic.setdefault(message.topic or topic, []).append(message)
-    sent = 0
-    for name, batch in by_topic.items():
-        ensure_topic(kafka.bootstrap_servers, name, partitions)
-        sent += produce(kafka.bootstrap_servers, name, ((m.partition, m.key, m.value) for m in batch))
-    return sent
+    """Send messages in order, as TiCDC does (`testbed.produce.publish_in_order`); those naming their own topic
+    (avro protocol, a topic per table) go there."""
+    return publish_in_order(kafka.bootstrap_servers, messages, topic, partitions)
 
 
 def job_config(kafka, topic: str | list[str], target_path: str, group: str, /, *, engine: str = "driver", **sections):

@@ -34,7 +34,7 @@ import logging
 from collections.abc import Iterator, Mapping
 
 from ticdc_delta.apply.checkpoint import Retention
-from ticdc_delta.apply.gate import DdlCopies, Gate, Released
+from ticdc_delta.apply.gate import DdlCopies, Gate, Released, Waiting
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.intake import BadInput, Reading
@@ -191,6 +191,7 @@ class SparkIntake:
         if event.__class__ is Watermark:
             gate.add(event)
         elif event.__class__ is SchemaChange:
+            gate.observe(event)  # (every copy: what it says of its partition's completeness)
             # One copy of each DDL is staged (a later copy, after a restart, is a replay).
             if self._ddl_copies.first(event):
                 staged.append(event)
@@ -202,7 +203,7 @@ class SparkIntake:
         driver holds one row per run, whatever the lag, and the rows of a small release
         (`StagingTable._held_rows`)."""
         ordering = self._decoder.ordering
-        self._limits = gate.watermarks() if ordering is Ordering.COMMIT_TS else None
+        self._limits = gate.limits() if ordering is Ordering.COMMIT_TS else None
         if self._limits:
             self._ddl_copies.forget_through(min(self._limits.values()))
         if self._in_memory:
@@ -227,6 +228,11 @@ class SparkIntake:
 
     def waiting(self, gate: Gate) -> int:
         return len(gate) if self._in_memory else self._waiting
+
+    def waiting_by_partition(self, gate: Gate) -> dict[TopicPartition, Waiting]:
+        if self._in_memory or self._release is None:
+            return gate.waiting_by_partition()
+        return dict(self._release.waiting_by_partition)
 
     def held_offsets(self, gate: Gate) -> dict[TopicPartition, int]:
         # In memory: the oldest waiting event's offset (a restart reads it again); else everything read is

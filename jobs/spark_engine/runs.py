@@ -168,6 +168,8 @@ class Release:
 
     events: list
     waiting: int
+    # Per partition, what the release left waiting (`apply.gate.Waiting`).
+    waiting_by_partition: dict = field(default_factory=dict)
 
     def for_applier(self, ordering: Ordering) -> list[StagedChanges | SchemaChange]:
         """The events as the applier takes them: each run its own changes."""

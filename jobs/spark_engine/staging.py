@@ -31,12 +31,13 @@ import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ticdc_delta.apply.arrow_types import arrow_type, source_type
 from ticdc_delta.apply.changes import as_delete_of
 from ticdc_delta.apply.checkpoint import Retention
+from ticdc_delta.apply.gate import Waiting
 from ticdc_delta.apply.identifiers import catalog_name
 from ticdc_delta.apply.internal_tables import ensure_internal_table, vacuum_internal_table
 from ticdc_delta.apply.locator import TableLocator
@@ -94,6 +95,22 @@ def _release_predicate(limits: Mapping[str, int] | None) -> str:
         f"(`topic` = {_literal_topic(topic)} AND `commit_ts` <= {int(limit)})" for topic, limit in sorted(limits.items())
     )
     return f"({taken} AND ({at_or_below}))"
+
+
+def _taken(limits: Mapping[str, int] | None, holds: Mapping[TableName, int]) -> Column:
+    """Whether a staged row or schema change is one a release takes: at or below its topic's limit (`limits`
+    None: any), its table not held from its commitTs on."""
+    taken = F.lit(True)
+    if limits is not None:
+        taken = functools.reduce(
+            lambda a, b: a | b,
+            [(F.col("topic") == F.lit(topic)) & (F.col("commit_ts") <= F.lit(limit)) for topic, limit in limits.items()],
+            F.lit(False),
+        )
+    for table, hold in holds.items():
+        taken = taken & ~((F.col("database") == F.lit(table.database)) & (F.col("table") == F.lit(table.table))
+                          & (F.col("commit_ts") >= F.lit(hold)))
+    return taken
 
 
 def _literal_topic(topic: str) -> str:
@@ -240,22 +257,19 @@ class StagingTable:
 
     def _released(self, limits: Mapping[str, int] | None, holds: Mapping[TableName, int]) -> DataFrame:
         """Staged rows and schema changes a release takes: at or below their topic's limit, not held."""
-        frame = self.frame().where(F.col("kind").isin(ROW, DDL))
-        if limits is not None:
-            if not limits:
-                return frame.where(F.lit(False))
-            frame = frame.where(
-                functools.reduce(
-                    lambda a, b: a | b,
-                    [(F.col("topic") == F.lit(topic)) & (F.col("commit_ts") <= F.lit(limit)) for topic, limit in limits.items()],
-                )
-            )
-        for table, hold in holds.items():
-            frame = frame.where(
-                ~((F.col("database") == F.lit(table.database)) & (F.col("table") == F.lit(table.table))
-                  & (F.col("commit_ts") >= F.lit(hold)))
-            )
-        return frame
+        return self.frame().where(F.col("kind").isin(ROW, DDL)).where(_taken(limits, holds))
+
+    def _waiting(self, limits: Mapping[str, int] | None, holds: Mapping[TableName, int]) -> dict[TopicPartition, Waiting]:
+        """Per partition, the staged rows and schema changes a release leaves waiting."""
+        left = self.frame().where(F.col("kind").isin(ROW, DDL)).where(~_taken(limits, holds))
+        oldest = F.min(F.struct("commit_ts", "database", "table", "kind", "value")).alias("oldest")
+        waiting = {}
+        for r in left.groupBy("topic", "partition").agg(F.count(F.lit(1)).alias("events"), oldest).collect():
+            first = r["oldest"]
+            kind = load_event(bytes(first["value"])).kind.value if first["kind"] == DDL else "row"
+            waiting[TopicPartition(r["topic"], r["partition"])] = Waiting(
+                int(r["events"]), int(first["commit_ts"] or 0), TableName(first["database"], first["table"]), kind)
+        return waiting
 
     def release(self, limits: Mapping[str, int] | None, holds: Mapping[TableName, int]) -> Release:
         """What is complete, as runs and schema changes in order. `limits` None: everything (offset ordering)."""
@@ -319,10 +333,8 @@ class StagingTable:
                 self,
             )))
         events.sort(key=lambda item: item[0])
-        waiting = self.frame().where(F.col("kind").isin(ROW, DDL)).count() - sum(
-            (e.rows if isinstance(e, StagedRun) else 1) for _, e in events
-        )
-        release = Release(fold_key_deletes([e for _, e in events]), waiting)
+        waiting = self._waiting(limits, holds)
+        release = Release(fold_key_deletes([e for _, e in events]), sum(w.events for w in waiting.values()), waiting)
         rows = sum(e.rows for _, e in events if isinstance(e, StagedRun))
         if rows and rows <= self._in_memory_rows and sum(int(r["bytes"] or 0) for r in collected) <= _IN_MEMORY_BYTES:
             self._held = self._held_rows(released, order)

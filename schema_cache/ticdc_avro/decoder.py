@@ -11,7 +11,8 @@ each partition in commit order, so events are ordered by offset.
 
 With TiCDC's testing option avro-enable-watermark, values framed with byte 1
 (DDL), 2 (checkpoint) and 3 (delete with commitTs) also occur; 3 is a delete,
-1 and 2 carry nothing this consumer needs.
+2 a watermark (it orders nothing here: it tells a topic that stops getting
+them), 1 carries nothing this consumer needs.
 """
 
 from __future__ import annotations
@@ -135,10 +136,12 @@ class TiCDCAvroDecoder(SelfDescribing):
         if value is None or value[:1] == bytes([_TICDC_DELETE]):
             commit_ts = read_commit_ts(struct.unpack(">Q", value[1:9])[0]) if value else 0
             return self._tombstone(message, key_id, key, commit_ts)
-        if value[:1] in (bytes([_TICDC_DDL]), bytes([_TICDC_CHECKPOINT])):
-            # avro-enable-watermark (TiCDC testing mode): schema changes come with
-            # new schema ids, and offsets order this protocol.
-            return []
+        if value[:1] == bytes([_TICDC_CHECKPOINT]):
+            # avro-enable-watermark (TiCDC testing mode): offsets order this protocol, so a watermark only tells
+            # which topics still get them (a topic that falls silent: its table dropped or renamed upstream).
+            return [events.Watermark(read_commit_ts(struct.unpack(">Q", value[1:9])[0]), message.position)]
+        if value[:1] == bytes([_TICDC_DDL]):
+            return []  # (avro-enable-watermark: schema changes come with new schema ids)
         value_id, body = _frame(value)
         table = self._table_schema(value_id, key_id)
         self._check_topic(message, table.schema.name)

@@ -126,9 +126,12 @@ class TiCDCAvroWriter:
         bigint_mode: str = "long",
         timestamp_zone: str = "UTC",
         registry_config: Mapping[str, object] | None = None,
+        enable_watermark: bool = False,
     ) -> None:
         # registry_config: more of the client's settings (basic.auth.user.info, ssl.ca.location, ...)
+        # enable_watermark: TiCDC's testing option avro-enable-watermark (with the extension): checkpoints sent
         self._client = SchemaRegistryClient({**(registry_config or {}), "url": registry_url})
+        self.enable_watermark = enable_watermark and enable_tidb_extension
         self._options = {"decimal_mode": decimal_mode, "bigint_mode": bigint_mode}
         self._extension = enable_tidb_extension
         self._zone = ZoneInfo(timestamp_zone)
@@ -141,6 +144,10 @@ class TiCDCAvroWriter:
         fields = [_field(c, self._options) for c in schema["columns"]]
         value = _record(schema, fields + (list(_EXTENSION) if self._extension else []))
         return key, value
+
+    def checkpoint(self, commit_ts: int) -> bytes:
+        """avro-enable-watermark's checkpoint: byte 2, then the commitTs (big-endian uint64)."""
+        return struct.pack(">BQ", 2, commit_ts)
 
     def _register(self, subject: str, avro_schema: dict) -> tuple[int, object]:
         text = json.dumps(avro_schema, separators=(",", ":"))

@@ -60,17 +60,21 @@ def test_lower_watermark_is_a_replay_and_ignored():
     assert gate.topic_watermark("a") == 50
 
 
-def test_topics_are_gated_independently():
-    # Setup: topic b has no watermark at all.
-    # Expect: topic a's complete rows are released anyway; b's wait.
+def test_a_topic_waits_for_the_others_until_a_look_finds_them_read_to_their_end():
+    # Setup: topics a and b; b has a row at 5 and no watermark; a's row at 5 and watermark 10.
+    # Expect: nothing is released (b may still carry a DDL before a's row); once a look finds b read to its end
+    # (after a's watermark was read), both rows are released, in arrival order.
     gate = WatermarkGate({"a": [0], "b": [0]})
     other = TableName("db", "other")
     gate.add(row(5, 0, 0, topic="a"))
     gate.add(row(5, 0, 0, topic="b", table=other))
     gate.add(mark(10, 0, 1, topic="a"))
-    released = gate.release().events
-    assert [e.position.topic for e in released] == ["a"]
-    assert len(gate) == 1
+    assert gate.release().events == []
+    wanted = gate.completeness.looks_wanted()
+    assert wanted == {TP("b", 0): 10}
+    gate.completeness.looked({TP("b", 0): 1}, wanted)
+    gate.completeness.read_up_to({TP("a", 0): 2, TP("b", 0): 1})
+    assert [e.position.topic for e in gate.release().events] == ["a", "b"]
 
 
 def test_ddl_copies_from_every_partition_become_one_event_after_earlier_rows():

@@ -21,7 +21,7 @@ from testbed.tables import column, table_schema
 from tests.decoding import avro_decoder
 from tests.registry_server import FakeSchemaRegistry
 from ticdc_delta.exceptions import DecodeError, RegistryAuthenticationError, RegistryUnavailableError
-from ticdc_delta.schema_cache.events import Op, Ordering, RawMessage, RowChange, SchemaChange, TableName
+from ticdc_delta.schema_cache.events import Op, Ordering, RawMessage, RowChange, SchemaChange, TableName, Watermark
 from ticdc_delta.schema_cache.ticdc_avro.decoder import TiCDCAvroDecoder
 
 UTC = dt.timezone.utc
@@ -189,13 +189,15 @@ def test_a_topic_with_two_tables_is_refused(schema_registry):
 
 
 def test_ticdc_watermark_mode_markers(schema_registry):
-    # avro-enable-watermark (TiCDC testing mode): 0x02 checkpoint and 0x01 DDL carry nothing
-    # needed; 0x03 is a delete with its commitTs.
+    # avro-enable-watermark (TiCDC testing mode): 0x02 is a checkpoint (a watermark: it orders nothing for this
+    # protocol, it tells a topic that falls silent), 0x01 DDL carries nothing needed; 0x03 is a delete with its
+    # commitTs.
     writer = TiCDCAvroWriter(schema_registry.url)
     decoder = decoder_for(schema_registry)
     key, value = writer.row(TOPIC, TABLE, "INSERT", 1, None, ROW)
     decoder.decode(message(key, value))
-    assert decoder.decode(message(None, b"\x02" + struct.pack(">Q", 10 << 18), 1)) == []
+    (mark,) = decoder.decode(message(None, b"\x02" + struct.pack(">Q", 10 << 18), 1))
+    assert isinstance(mark, Watermark) and mark.commit_ts == 10 << 18
     assert decoder.decode(message(None, b'\x01{"query":"ALTER ..."}', 2)) == []
     (deleted,) = decoder.decode(message(key, b"\x03" + struct.pack(">Q", 11 << 18), 3))
     assert deleted.op is Op.DELETE and deleted.commit_ts == 11 << 18
