@@ -51,6 +51,9 @@ _ROUTES = ("routes", "STRING")
 # What waited at the save, and for what (`jobs.waits`; NULL: nothing): every save has it, a table of an earlier
 # release gets it at a process's first save.
 _WAITING = ("waiting", "STRING")
+# Each topic's Kafka id when the checkpoint was saved (JSON {topic: id}): a topic deleted and created again under
+# its name is read from its start, not from these offsets (`jobs.kafka_source`). Like `waiting`.
+_TOPIC_IDS = ("topic_ids", "STRING")
 
 # Only the product reads this table, and only its newest snapshot, in statements
 # that take seconds (`load`: the newest checkpoint, or the newest saved before a
@@ -79,6 +82,7 @@ class Checkpoint:
     saved_at: dt.datetime | None = None  # when it was saved (set on loaded checkpoints)
     routes: str | None = None  # the routes taken so far (`Routes.saved`); None: none recorded
     waiting: str | None = None  # what waited, and for what (`jobs.waits.encode`); None: nothing
+    topic_ids: Mapping[str, str] = field(default_factory=dict)  # each topic's Kafka id at the save
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +184,7 @@ class CheckpointStore:
             saved_at=row["saved_at"],
             routes=row.get("routes"),
             waiting=row.get("waiting"),
+            topic_ids=json.loads(row.get("topic_ids") or "{}"),
         )
 
     def save(self, checkpoint: Checkpoint) -> None:
@@ -191,8 +196,9 @@ class CheckpointStore:
             _encode_tp_map(checkpoint.watermarks),
             checkpoint.decoder_state,
             checkpoint.waiting,
+            json.dumps(dict(sorted(checkpoint.topic_ids.items())), separators=(",", ":")),
         )
-        columns = (*_COLUMNS, _WAITING)
+        columns = (*_COLUMNS, _WAITING, _TOPIC_IDS)
         if checkpoint.routes is not None:
             columns, row = (*columns, _ROUTES), (*row, checkpoint.routes)
         # No idempotent-write pair: it makes Delta reconstruct the table's state

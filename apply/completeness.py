@@ -18,12 +18,13 @@ Three kinds of evidence, per partition:
   writes a table's DDL only after every earlier change of the table, so the partition is complete through
   the DDL's commitTs. Canal's DDL comes to partition 0 only: the other partitions are complete through it
   once read up to their end offsets as looked up after the DDL was read;
-- a look at its end offset: every event at or below the newest watermark read anywhere (W) was in Kafka
-  before TiCDC wrote W, so a partition read up to the end offset it had at a look made after W was read is
-  complete through W. A topic that gets no more watermarks (its table dropped or renamed away, or left the
-  changefeed; a new topic before its first) then stops holding the others back once read to its end, and
-  holds them again when something new comes. This needs the topics read to be one changefeed's: another
-  changefeed's watermark says nothing of these topics.
+- a look at its end offset, for a topic none of whose partitions has the newest watermark read anywhere (W):
+  every event at or below W was in Kafka before TiCDC wrote W, so a partition read up to the end offset it
+  had at a look made after W was read is complete through W. A topic that gets no more watermarks (its
+  table dropped or renamed away, or left the changefeed; a new topic before its first) then stops holding
+  the others back once read to its end, and holds them again when something new comes. This needs the
+  topics read to be one changefeed's: another changefeed's watermark says nothing of these topics. A topic
+  whose watermarks still come waits for them on every partition, as before there were looks.
 
 The watermarks read (not the other evidence) are what a restart may assume (`safe` / `restore`).
 """
@@ -84,7 +85,6 @@ class Completeness:
         self._silent_rounds = silent_rounds
         self._quiet: dict[str, int] = {}  # topic -> rounds without a watermark while others advanced
         self._warned: set[str] = set()
-        self._newest_at_round = 0
 
     # --- evidence -------------------------------------------------------------------------------------
 
@@ -145,16 +145,24 @@ class Completeness:
         up to it: the newest watermark (or a canal DDL's commitTs) where that is above what it is complete
         through and no earlier look already promises as much."""
         wanted = {}
-        for tp, progress in self._progress.items():
-            target = self._newest
-            sealed = self._seals.get(tp)
-            if sealed is not None:
-                if sealed <= progress.through:
-                    del self._seals[tp]
-                elif sealed > target:
-                    target = sealed
-            if target > progress.through and not any(value >= target for _, value in progress.looks):
-                wanted[tp] = target
+        for topic, tps in self._of_topic.items():
+            # A topic whose watermarks still come (one of its partitions has the newest) waits for them on every
+            # partition: TiCDC sends each watermark to all of a topic's partitions, and this way nothing rests
+            # on the order TiCDC writes different partitions in (which a producer acknowledging before every
+            # replica has a message, required-acks=1, would not keep through a leader's loss).
+            watermark = max(self._progress[tp].watermark for tp in tps)
+            for tp in tps:
+                progress = self._progress[tp]
+                target = self._newest
+                sealed = self._seals.get(tp)
+                if sealed is not None:
+                    if sealed <= progress.through:
+                        del self._seals[tp]
+                    elif sealed > target:
+                        target = sealed
+                if target > progress.through and watermark < target \
+                        and not any(value >= target for _, value in progress.looks):
+                    wanted[tp] = target
         return wanted
 
     def looked(self, ends: Mapping[TopicPartition, int], wanted: Mapping[TopicPartition, int]) -> None:
@@ -232,16 +240,18 @@ class Completeness:
 
     # --- silent topics ------------------------------------------------------------------------------------
 
-    def round_ended(self) -> list[tuple[str, int, int]]:
-        """Topics of a known table that have had no watermark for `silent_rounds` rounds in which the newest
-        watermark moved on, each once: (topic, its last watermark, the newest)."""
-        if not self._silent_rounds or self._newest <= self._newest_at_round:
+    def round_ended(self, unread: Iterable[TopicPartition] = ()) -> list[tuple[str, int, int]]:
+        """Topics of a known table that ended `silent_rounds` rounds read to their end (no partition in
+        `unread`, those with messages not read yet) with no watermark as new as the newest read elsewhere, each
+        once: (topic, its last watermark, the newest). A topic still being read is not counted: its watermark
+        may be among what is left."""
+        if not self._silent_rounds:
             return []
-        self._newest_at_round = self._newest
+        behind = {tp.topic for tp in unread}
         silent = []
         for topic, tps in self._of_topic.items():
             carries = self._carries.get(topic)
-            if carries is None or carries is _RETIRED or topic in self._warned:
+            if carries is None or carries is _RETIRED or topic in self._warned or topic in behind:
                 continue
             last = max(self._progress[tp].watermark for tp in tps)
             if last >= self._newest:

@@ -11,7 +11,8 @@ made (one, or two for ADD COLUMN ... DEFAULT: the column, then its backfill).
 Workloads: for every protocol that carries DDL, a table changed over many transactions, then ADD COLUMN
 with and without default, DROP, RENAME and MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and re-CREATE
 TABLE, then more changes on every table (`tests.workloads.ddl_evolution` between them); the most-altered
-table keeps a history table (`[history]`), which must end as the uninterrupted run's. TiCDC's avro
+table keeps a history table (`[history]`), which must end as the uninterrupted run's. On one topic, or
+(`--kill-topics`) a topic per table as TiCDC's router writes them: each DDL on its table's old name's topic. TiCDC's avro
 protocol carries no DDL (and refuses history tables): it gets the demo stream (two tables, key changes, a
 column added mid-stream).
 """
@@ -53,6 +54,9 @@ def add_arguments(parser) -> None:
                         "DDL sites first, then any at random)")
     parser.add_argument("--kill-small-merge-writer", choices=("auto", "spark", "delta-rs"), default="auto",
                         help="the jobs' target.small_merge_writer (the product's default: auto)")
+    parser.add_argument("--kill-topics", choices=("one", "per-table", "both"), default="both",
+                        help="the workloads' topics: one for all tables, a topic per table as TiCDC's router writes "
+                        "them (read by pattern), or each protocol's runs alternating between the two")
 
 
 # --- workloads ------------------------------------------------------------------------------
@@ -578,7 +582,8 @@ def run(args) -> bool:
         spark = get_spark("local[1]", conf, packages)
         for i, protocol in enumerate(protocols):
             share = args.kills // len(protocols) + (1 if i < args.kills % len(protocols) else 0)
-            scene = scenario(protocol, rng, registry.url, history=protocol != "avro")
+            per_table = args.kill_topics == "per-table" or (args.kill_topics == "both" and i % 2 == 1)
+            scene = scenario(protocol, rng, registry.url, history=protocol != "avro", topic_per_table=per_table)
             outcomes += protocol_runs(spark, broker.bootstrap_servers, scene, workdir, share, args.kills_per_run, rng,
                                       targets=targets, sites=[s.strip() for s in args.kill_sites.split(",") if s.strip()])
     finally:

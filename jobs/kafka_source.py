@@ -62,8 +62,11 @@ _METADATA_SLICE = 2.0
 _CLOSE_WAIT = 10.0
 # How often a commit's answer is looked for.
 _COMMIT_POLL_SECONDS = 0.01
-# A ListOffsets request's timestamp meaning "the end" (`end_offsets_now`).
+# The consumer's settings an admin client (topic ids) does not take.
+_CONSUMER_ONLY = {"group.id", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset", "session.timeout.ms"}
+# A ListOffsets request's timestamp meaning "the end" (`end_offsets_now`), and how long its answer is awaited.
 _LATEST = -1
+_LOOK_TIMEOUT = 5.0
 # librdkafka's log level (syslog's) for the offset committer: critical only.
 _QUIET = 2
 T = TypeVar("T")
@@ -113,6 +116,12 @@ class KafkaSource:
         # bootstrap connection at start, a moment before the brokers it learned of answer.
         self._suspected_since: float | None = None
         self._refused: str | None = None  # librdkafka's report of a refused login, if one came
+        # Topic ids: those a checkpoint saved (`expect_topic_ids`), those found now, the topics whose id changed
+        # (deleted and created again under the same name: read from their start).
+        self._expected_ids: dict[str, str] = {}
+        self.topic_ids: dict[str, str] = {}
+        self.recreated: set[str] = set()
+        self._admin = None  # made at the first look at topic ids
 
     # --- authentication -------------------------------------------------------------------------
 
@@ -250,6 +259,33 @@ class KafkaSource:
             found[topic] = sorted(described.partitions)
         return found
 
+    def _ids_of(self, topics: Iterable[str]) -> dict[str, str]:
+        """Each topic's id (Kafka's, kept across a rename of nothing but changed when the topic is deleted and
+        created again); {} where the brokers do not tell (no DESCRIBE permission, an old broker)."""
+        topics = sorted(topics)
+        if not topics:
+            return {}
+        from confluent_kafka import TopicCollection
+        from confluent_kafka.admin import AdminClient
+
+        try:
+            if self._admin is None:
+                self._admin = AdminClient({k: v for k, v in self._settings.items() if k not in _CONSUMER_ONLY})
+            futures = self._admin.describe_topics(TopicCollection(topics), request_timeout=_METADATA_TIMEOUT)
+            ids = {}
+            for topic, future in futures.items():
+                described = future.result(_METADATA_TIMEOUT)
+                if described.topic_id is not None:
+                    ids[topic] = str(described.topic_id)
+            return ids
+        except Exception as err:  # noqa: BLE001 - what the brokers would not tell: recreated topics known by offsets only
+            log.info("Kafka: topic ids not read (%s): a topic deleted and created again is known by its offsets only", err)
+            return {}
+
+    def expect_topic_ids(self, ids: Mapping[str, str]) -> None:
+        """The topic ids a checkpoint saved: a topic whose id differs now is read from its start (`plan`)."""
+        self._expected_ids = dict(ids)
+
     def partitions_changed(self, opened: Mapping[str, list[int]]) -> str:
         """What differs between the partitions read (`opened`, as `open` or `plan` returned them) and those
         `kafka.topic_pattern` matches now: a topic created or deleted, partitions added ("" if nothing, or if the
@@ -266,8 +302,11 @@ class KafkaSource:
         created = sorted(set(now) - set(opened))
         deleted = sorted(set(opened) - set(now))
         grown = sorted(t for t in set(now) & set(opened) if set(now[t]) - set(opened[t]))
+        ids = self._ids_of(set(now) & set(opened) & set(self.topic_ids))
+        again = sorted(t for t, topic_id in ids.items() if topic_id != self.topic_ids.get(t))
         changes = [f"{what} {', '.join(topics)}" for what, topics in
-                   (("new topics", created), ("deleted topics", deleted), ("new partitions of", grown)) if topics]
+                   (("new topics", created), ("deleted topics", deleted), ("new partitions of", grown),
+                    ("topics deleted and created again", again)) if topics]
         return "; ".join(changes)
 
     def _retrying(self, what: str, call: Callable[[], T]) -> T:
@@ -365,18 +404,36 @@ class KafkaSource:
         partitions = self.partitions()
         tps = [KafkaPartition(t, p) for t, ids in partitions.items() for p in ids]
         committed = {TopicPartition(c.topic, c.partition): c.offset for c in self._group_commits(tps)}
+        self.topic_ids = self._ids_of(partitions)
+        self.recreated = {t for t, topic_id in self.topic_ids.items()
+                          if self._expected_ids.get(t, topic_id) != topic_id}
+        ranges, starts = {}, {}
         for tp in tps:
             key = TopicPartition(tp.topic, tp.partition)
-            low, high = self._offset_range(key)
+            ranges[key] = low, high = self._offset_range(key)
             self._end[key] = high
-            start = (resume or {}).get(key)
+            start = starts[key] = (resume or {}).get(key)
             if start is None and committed.get(key, -1) >= 0:
-                start = committed[key]
+                start = starts[key] = committed[key]
+            if start is not None and start > high:
+                self.recreated.add(key.topic)  # offsets past the end: the topic was deleted and created again
+        for key, (low, high) in ranges.items():
+            start = starts[key]
+            if start is not None and key.topic in self.recreated:
+                start = low
             if start is None and resume and self._config.topic_pattern:
                 start = low  # a topic found after the first run: from its start, where its tables' CREATE is
             if start is None:
                 start = low if self._config.start_from == "earliest" else high
             self._next[key] = max(start, low)  # retention may have removed what we would resume from
+        for topic in sorted(self.recreated):
+            log.warning(
+                "kafka topic %s was deleted and created again since the consumer last read it (%s): reading it from "
+                "its start; whatever the old topic held that was not read before is lost to this consumer (load its "
+                "tables again from a snapshot if that matters: docs/snapshot-and-as-of.md)",
+                topic, "another topic id" if topic in self._expected_ids and self._expected_ids[topic] != self.topic_ids.get(topic)
+                else "its offsets are past the end",
+            )
         return partitions
 
     def refresh_end_offsets(self) -> dict[TopicPartition, int]:
@@ -399,9 +456,14 @@ class KafkaSource:
         asked = [KafkaPartition(tp.topic, tp.partition, _LATEST) for tp in partitions]
         if not asked:
             return {}
-        answers = self._retrying(
-            "look up end offsets", lambda: self._consumer.offsets_for_times(asked, timeout=_METADATA_TIMEOUT)
-        )
+        try:
+            answers = self._consumer.offsets_for_times(asked, timeout=_LOOK_TIMEOUT)
+        except KafkaException as err:
+            # Nothing depends on a look but how soon a silent topic stops holding the others back: the next
+            # batch looks again (a broker restarting, a topic deleted since the last look at the topics).
+            self._raise_if_refused(err)
+            log.debug("Kafka: end offsets not looked up this batch: %s", err)
+            return {}
         return {TopicPartition(a.topic, a.partition): a.offset for a in answers if a.error is None and a.offset >= 0}
 
     def advance(self, offsets: Mapping[TopicPartition, int]) -> None:
@@ -523,6 +585,11 @@ class KafkaSource:
             if high is not None and high > noted:
                 ends[tp] = high
         return ends
+
+    def unread(self) -> set[TopicPartition]:
+        """Partitions with messages not read yet, as far as known without asking the broker (`latest_end_offsets`)."""
+        ends = self.latest_end_offsets()
+        return {tp for tp, offset in self._next.items() if offset < ends.get(tp, 0)}
 
     def caught_up(self) -> bool:
         """True once every partition was read up to its end offset noted at `open`."""

@@ -264,11 +264,13 @@ class Pipeline:
             self._batch = checkpoint.batch
             if self._applier.routes or checkpoint.routes is not None:
                 self._applier.routes.restore(checkpoint.routes, self._applier.materialized)
+        self._source.expect_topic_ids(checkpoint.topic_ids if checkpoint else {})
         partitions = self._intake.open(checkpoint.offsets if checkpoint else None)
         self._opened = partitions
         self._gate = self._gate_factory(self._decoder.ordering, partitions)
         if checkpoint is not None:
-            self._gate.restore(checkpoint.watermarks)
+            # (a topic deleted and created again: its old watermarks say nothing of the new one)
+            self._gate.restore({tp: ts for tp, ts in checkpoint.watermarks.items() if tp.topic not in self._source.recreated})
             self._resumed = (dict(checkpoint.offsets), dict(checkpoint.watermarks))
         self._committed = self._source.next_offsets()
         self._note_applied(self._gate.limits(), [])  # a restored gate: applied by earlier runs
@@ -344,7 +346,7 @@ class Pipeline:
         ordered = self._decoder.ordering is Ordering.COMMIT_TS
         self._waits = waits(self._intake.waiting_by_partition(self._gate), self._decoder.parked(),
                             self._gate.completeness if ordered else None)
-        self._wait_warnings.round_ended(self._waits, self._gate.completeness)
+        self._wait_warnings.round_ended(self._waits, self._gate.completeness, self._source.unread())
         self._save_progress(summary)
 
         result.batches += 1
@@ -465,6 +467,7 @@ class Pipeline:
                     decoder_state=self._decoder.state(),
                     routes=self._applier.routes.saved() if self._applier.routes else None,
                     waiting=encode_waits(self._waits, self._gate.completeness.newest()),
+                    topic_ids=self._source.topic_ids,
                 )
             )
         with self._times.phase("kafka_commit"):

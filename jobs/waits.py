@@ -105,8 +105,11 @@ class WaitWarnings:
         self._seconds = wait_warning_seconds
         self._named: set[TableName] = set()
 
-    def round_ended(self, found: list[Wait], completeness: Completeness) -> None:
-        for topic, last, newest in completeness.round_ended():
+    def round_ended(self, found: list[Wait], completeness: Completeness, unread: Iterable[TopicPartition] = ()) -> None:
+        """The round's WARNING lines. `unread`: partitions with messages not read yet: a wait on them, or a topic
+        among them, may end with what is left to read (a backlog being read is not a wait to warn of)."""
+        unread = set(unread)
+        for topic, last, newest in completeness.round_ended(unread):
             log.warning(
                 "topic %s has had no watermark while the newest reached commitTs %d (its last: %d): TiCDC sends "
                 "watermarks only to the topics of the tables it replicates, so the table it carried was dropped or "
@@ -117,10 +120,13 @@ class WaitWarnings:
         newest = completeness.newest()
         if newest <= 0:
             return
+        holders = {h.partition for h in completeness.holders()}
         for wait in found:
             age = age_seconds(wait.oldest_ts, newest)
             if age <= self._seconds or wait.table in self._named:
                 continue
+            if wait.waits_for != _SCHEMA and holders & unread:
+                continue  # (what holds it is still being read)
             self._named.add(wait.table)
             log.warning(
                 "%s: a %s change at commitTs %d (%.0f s older than the newest watermark) waits on %s for %s; "

@@ -270,6 +270,7 @@ class Changefeed:
         else:
             self._emitter = _SimpleEmitter(self, encoding)
         self._tables: dict[tuple[str, str], _Table] = {}
+        self._left: dict[tuple[str, str], _Table] = {}  # tables taken out of the changefeed (`leave_changefeed`)
         self._ts = _FIRST_TS
         self._next_table_id = 100
 
@@ -427,6 +428,12 @@ class Changefeed:
         self._emitter.ddl("ERASE", state.schema, ts, f"DROP TABLE `{table}`")
         return ts
 
+    def leave_changefeed(self, database: str, table: str) -> None:
+        """The table taken out of the changefeed (its filter changed): TiCDC sends nothing more of it, no
+        watermark to its topic either; no DDL says so. The model keeps its rows as they were."""
+        state = self._tables.pop((database, table))
+        self._left[(database, table)] = state
+
     def bootstrap(self, database: str, table: str) -> None:
         """Send a BOOTSTRAP for the table to every partition (TiCDC does so periodically)."""
         self._emitter.bootstrap(self._tables[(database, table)].schema)
@@ -457,11 +464,15 @@ class Changefeed:
     # --- the expected downstream --------------------------------------------------
 
     def table_names(self) -> list[tuple[str, str]]:
-        return sorted(self._tables)
+        """The tables the target should hold: those replicated now, and those taken out of the changefeed."""
+        return sorted({**self._left, **self._tables})
+
+    def _known(self, database: str, table: str) -> _Table:
+        return self._tables.get((database, table)) or self._left[(database, table)]
 
     def columns(self, database: str, table: str) -> list[dict]:
         """The table's column definitions (Simple-style), in order."""
-        return list(self._tables[(database, table)].schema["columns"])
+        return list(self._known(database, table).schema["columns"])
 
     def table_state(self, database: str, table: str) -> tuple[dict, list[dict]]:
         """The table's Simple-style schema and its rows as TiDB holds them now (copies): what a
@@ -470,11 +481,11 @@ class Changefeed:
         return dict(state.schema), [dict(row) for row in state.rows.values()]
 
     def column_names(self, database: str, table: str) -> list[str]:
-        return [c["name"] for c in self._tables[(database, table)].schema["columns"]]
+        return [c["name"] for c in self._known(database, table).schema["columns"]]
 
     def expected_rows(self, database: str, table: str) -> list[tuple]:
         """The table's rows as Delta should hold them, in column order."""
-        state = self._tables[(database, table)]
+        state = self._known(database, table)
         names = self.column_names(database, table)
         return [tuple(_delta_value(state.column(n), row.get(n)) for n in names) for row in state.rows.values()]
 

@@ -36,8 +36,8 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(sp
     """Over 60 s in CI: a job process (killed), a Spark JVM that takes 10-20 s to start and runs cold, besides
     the uninterrupted run it is compared with and the restart, both in this process (`fault_kills.kill_run`)."""
     # Setup: Simple JSON with ADD COLUMN DEFAULT, DROP/RENAME/MODIFY COLUMN, RENAME TABLE, TRUNCATE, DROP and
-    # re-CREATE between many transactions over three tables, the first with a history table; an uninterrupted
-    # run for its versions and its history.
+    # re-CREATE between many transactions over three tables, the first with a history table, a topic per table;
+    # an uninterrupted run for its versions and its history.
     # Then a run killed once (SIGKILL of Python and its Spark JVM), by a coin either at a random recurring site
     # (decode, MERGE in flight, after a table commit, after the checkpoint) in the first batch or at a random
     # DDL site (backfill, rewrite, rename); then restarted in this process.
@@ -50,7 +50,10 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(sp
     # The table with the most DDL keeps a history (columns added with a default, dropped, renamed, retyped;
     # the table renamed, its history with it); the other tables do not (CI time: a MERGE more per batch each).
     # 8 transactions of rows before the DDL and two rounds after it (12 and four until 2026-12-06, CI time).
-    scene = fault_kills.scenario("simple-json", rng, None, txns=8, history=True)
+    # A topic per table, as TiCDC's router writes them (the RENAME on the old name's topic, the renamed table's
+    # later rows on a new one, no watermark after a DROP on its topic): tests/e2e/test_topic_per_table.py's shape,
+    # here across a kill (the fault script alternates it with one topic for all tables).
+    scene = fault_kills.scenario("simple-json", rng, None, txns=8, history=True, topic_per_table=True)
     fault_kills.publish_scenario(kafka.bootstrap_servers, scene)
     reference = tmp_path / "uninterrupted"
     baseline = fault_kills.uninterrupted(

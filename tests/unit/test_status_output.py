@@ -80,3 +80,63 @@ def test_status_with_a_bad_configuration_exits_2_like_run(caplog, tmp_path):
     assert "set exactly one of target.path" in caplog.text
     assert exit_status(["status", "--config", str(tmp_path / "nope.toml")]) == 2
     assert "cannot read config file" in caplog.text
+
+
+def test_what_waited_at_the_checkpoint_and_for_what():
+    # Setup: the checkpoint's waits (`jobs.waits`): rows of shop.items on cdc/1 held by topic cdc_b's partitions,
+    # a row parked on cdc/0 for its schema; the newest watermark 90 s after the oldest wait.
+    # Expect: a section per partition (events, oldest commitTs, how far behind, table, kind), then what holds
+    # each, in the text; both in the JSON.
+    from ticdc_delta.apply.completeness import Completeness
+    from ticdc_delta.apply.gate import Waiting
+    from ticdc_delta.jobs.waits import decode, encode, waits
+    from ticdc_delta.schema_cache.events import Position, RawMessage, TableName, Watermark
+    from ticdc_delta.schema_cache.events import TopicPartition as TP
+    from ticdc_delta.schema_cache.parking import ParkedMessage
+
+    newest = TS + (90_000 << 18)
+    completeness = Completeness({"cdc": [0, 1], "cdc_b": [0, 1]})
+    for tp in ("cdc", 0), ("cdc", 1):
+        completeness.watermark(Watermark(newest, Position(*tp, 5)))
+    items, logs = TableName("shop", "items"), TableName("shop", "logs")
+    parked = ParkedMessage(RawMessage("cdc", 0, 7, None, b""), logs, TS + (1000 << 18), 0.0)
+    found = waits({TP("cdc", 1): Waiting(3, TS, items, "row")}, [parked], completeness)
+    saved = decode(encode(found, completeness.newest()))
+    text = render(report(waiting=saved))
+    assert text.endswith(
+        f"waiting at the checkpoint (newest watermark read: {newest}):\n"
+        "partition  events     oldest commitTs  behind  table       kind\n"
+        f"cdc/1           3  {TS}    90 s  shop.items  row\n"
+        f"cdc/0           1  {TS + (1000 << 18)}    89 s  shop.logs   row (parked)\n"
+        "  cdc/1: waits for a watermark or a look at the end of topic cdc_b (partitions 0, 1: complete through 0, "
+        "its last watermark 0)\n"
+        "  cdc/0: waits for its schema (the BOOTSTRAP or DDL of its schema version)\n"
+    ), text
+    values = json.loads(json.dumps(to_json(report(waiting=saved))))
+    assert values["newest_watermark"] == newest
+    assert values["waiting"][0] == {"partition": "cdc/1", "events": 3, "oldest_ts": TS, "table": "shop.items",
+                                    "kind": "row", "waits_for": found[0].waits_for}
+    assert to_json(report())["waiting"] == []
+
+
+def test_a_long_wait_and_a_silent_topic_are_each_named_once(caplog):
+    from ticdc_delta.apply.completeness import Completeness
+    from ticdc_delta.apply.gate import Waiting
+    from ticdc_delta.jobs.waits import WaitWarnings, waits
+    from ticdc_delta.schema_cache.events import Position, TableName, Watermark
+    from ticdc_delta.schema_cache.events import TopicPartition as TP
+
+    completeness = Completeness({"a": [0], "b": [0]}, silent_rounds=2)
+    items = TableName("shop", "items")
+    completeness.table_seen("b", TableName("shop", "logs"))
+    completeness.watermark(Watermark(TS, Position("b", 0, 0)))
+    warnings = WaitWarnings(60)
+    caplog.set_level("WARNING", logger="ticdc_delta")
+    for seconds in (30, 61, 62, 63):
+        completeness.watermark(Watermark(TS + (seconds * 1000 << 18), Position("a", 0, seconds)))
+        warnings.round_ended(waits({TP("a", 0): Waiting(1, TS + 1, items, "row")}, [], completeness), completeness)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("topic b has had no watermark while the newest reached")
+    assert lines[1].startswith(f"shop.items: a row change at commitTs {TS + 1} (61 s older than the newest watermark) "
+                               "waits on a/0 for a watermark or a look at the end of topic b")
