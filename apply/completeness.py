@@ -145,7 +145,7 @@ class Completeness:
         up to it: the newest watermark (or a canal DDL's commitTs) where that is above what it is complete
         through and no earlier look already promises as much."""
         wanted = {}
-        for topic, tps in self._of_topic.items():
+        for tps in self._of_topic.values():
             # A topic whose watermarks still come (one of its partitions has the newest) waits for them on every
             # partition: TiCDC sends each watermark to all of a topic's partitions, and this way nothing rests
             # on the order TiCDC writes different partitions in (which a producer acknowledging before every
