@@ -62,8 +62,17 @@ _METADATA_SLICE = 2.0
 _CLOSE_WAIT = 10.0
 # How often a commit's answer is looked for.
 _COMMIT_POLL_SECONDS = 0.01
-# The consumer's settings an admin client (topic ids) does not take.
-_CONSUMER_ONLY = {"group.id", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset", "session.timeout.ms"}
+# The consumer's settings an admin client (topic ids) does not take: librdkafka's consumer-only properties
+# (its CONFIGURATION.md), which it would warn of, each run.
+_CONSUMER_ONLY = {
+    "group.id", "group.instance.id", "group.protocol", "group.protocol.type", "group.remote.assignor",
+    "partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms", "coordinator.query.interval.ms",
+    "max.poll.interval.ms", "enable.auto.commit", "auto.commit.interval.ms", "enable.auto.offset.store",
+    "queued.min.messages", "queued.max.messages.kbytes", "fetch.wait.max.ms", "fetch.queue.backoff.ms",
+    "fetch.message.max.bytes", "max.partition.fetch.bytes", "fetch.max.bytes", "fetch.min.bytes",
+    "fetch.error.backoff.ms", "isolation.level", "enable.partition.eof", "check.crcs", "auto.offset.reset",
+    "consume.callback.max.messages", "allow.auto.create.topics",
+}
 # A ListOffsets request's timestamp meaning "the end" (`end_offsets_now`), and how long its answer is awaited.
 _LATEST = -1
 _LOOK_TIMEOUT = 5.0
