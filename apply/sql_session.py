@@ -226,6 +226,16 @@ class SqlSession:
             log.debug("could not look for %s: %s", path, err)
             return False
 
+    def qualified(self, path: str) -> str | None:
+        """`path` as this session's Hadoop configuration resolves it, scheme and authority included (a path
+        without a scheme: against `fs.defaultFS`, HDFS on YARN, DBFS on Databricks); None where the session gives
+        no JVM access (Spark Connect: its server resolves paths)."""
+        try:
+            fs, hadoop_path = self._file_system(path)
+        except AttributeError:
+            return None
+        return str(fs.makeQualified(hadoop_path).toString())
+
     def _file_system(self, path: str):
         """(Hadoop file system, Hadoop path) of `path`, with this session's settings."""
         hadoop_path = self.spark._jvm.org.apache.hadoop.fs.Path(path)

@@ -19,6 +19,7 @@ from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.pipeline import locator_for
+from ticdc_delta.jobs.runtime import settle
 from ticdc_delta.schema_cache.events import TableName
 
 
@@ -49,6 +50,7 @@ def parse_tables(text: str | None) -> list[TableName] | None:
 def resolve(config: Config, spark, commit_ts: int, tables: list[TableName] | None = None) -> tuple[ConsistentRead, dict]:
     """The consistent read of `tables` (default: the consumer's registered tables) at `commit_ts`,
     and the SQL name of each table."""
+    config = settle(config, spark)
     sql = SqlSession(spark)
     locator = locator_for(config)
     chosen = tables or TableRegistry(sql, locator, config.kafka.group_id).tables()

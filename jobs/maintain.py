@@ -19,6 +19,7 @@ from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.pipeline import locator_for
+from ticdc_delta.jobs.runtime import settle
 
 
 def parse_tables(text: str | None) -> list[str]:
@@ -32,8 +33,9 @@ def parse_tables(text: str | None) -> list[str]:
 
 def print_maintain(config: Config, patterns: list[str], *, as_json: bool = False) -> int:
     from ticdc_delta.jobs.session import quick_for_a_few_reads, spark_for
-
-    sql = SqlSession(spark_for(config, quick_compiler=quick_for_a_few_reads(config)), isolate=False)
+    spark = spark_for(config, quick_compiler=quick_for_a_few_reads(config))
+    config = settle(config, spark)
+    sql = SqlSession(spark, isolate=False)
     locator = locator_for(config)
     locator.load(sql)
     tables = TableRegistry(sql, locator, config.kafka.group_id).tables()

@@ -51,7 +51,7 @@ from ticdc_delta.jobs.config import SPARK_WRITER, Config, TargetConfig
 from ticdc_delta.jobs.intake import DriverIntake, Intake, Reading
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.live_progress import ProgressLine
-from ticdc_delta.jobs.runtime import check_session
+from ticdc_delta.jobs.runtime import settle
 from ticdc_delta.jobs.waits import Wait, WaitWarnings, waits
 from ticdc_delta.jobs.waits import encode as encode_waits
 from ticdc_delta.schema_cache.decoder import Decoder
@@ -160,7 +160,7 @@ class Pipeline:
 
         `progress_stream` (default stderr) shows the live progress line, if it is a terminal.
         """
-        check_session(config, spark)
+        config = settle(config, spark)
         sql = SqlSession(spark)
         locator = locator_for(config)
         # The lease is renewed on a session of its own (a heartbeat thread), so a long

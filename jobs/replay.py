@@ -27,6 +27,7 @@ from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs import exit_statuses
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.pipeline import locator_for
+from ticdc_delta.jobs.runtime import settle
 from ticdc_delta.jobs.topic_reader import TopicReader
 from ticdc_delta.schema_cache.decoder import Decoder
 from ticdc_delta.schema_cache.events import Position, TableName
@@ -107,6 +108,7 @@ def replay_dead_letters(
     config: Config, spark, *, dry_run: bool = False, positions: set[Position] | None = None
 ) -> ReplayReport:
     """Decide, and unless `dry_run` apply and record, the consumer's unresolved dead letters (or those at `positions`)."""
+    config = settle(config, spark)
     sql = SqlSession(spark)
     locator = locator_for(config)
     consumer = config.kafka.group_id

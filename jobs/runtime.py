@@ -2,18 +2,70 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 
+from ticdc_delta.apply.delta_rs import local_path
 from ticdc_delta.apply.sql_session import spark_version
 from ticdc_delta.exceptions import ConfigError
-from ticdc_delta.jobs.config import Config
+from ticdc_delta.jobs.config import DELTA_RS_WRITER, SPARK_WRITER, Config
 from ticdc_delta.jobs.session import object_store_scheme
+
+log = logging.getLogger(__name__)
 
 # Delta's own stores for S3 that write a log entry only if absent, across drivers: the DynamoDB-backed
 # one (delta-storage-s3-dynamodb). Its default for s3a/s3, S3SingleDriverLogStore, is put-if-absent only
 # within one driver: two jobs (a paused lease holder and its successor) could both write version N.
 _SAFE_S3_LOG_STORES = {"io.delta.storage.S3DynamoDBLogStore"}
 _S3_SCHEMES = ("s3a", "s3", "s3n")
+
+
+def settle(config: Config, spark) -> Config:
+    """`config` as this session places it, checked against what the session can honour: what every command does
+    with its session before any table is read or written.
+
+    A target path is qualified once, as Spark's Hadoop configuration resolves it: `/lake` is `file:/lake` on a
+    local session and `hdfs://namenode/lake` (or `dbfs:/lake`, `viewfs://...`) where `fs.defaultFS` says so.
+    delta-rs, which knows the local disk only, then writes a target only where that gives `file:`; under Spark
+    Connect (no Hadoop configuration to ask) a path without a scheme is left to Spark. Said once, at INFO."""
+    settled = _placed(config, spark)
+    check_session(settled, spark)
+    return settled
+
+
+_SAID: set[tuple[str, str | None]] = set()  # (path, where) said already: a continuous job's runs each settle
+
+
+def _placed(config: Config, spark) -> Config:
+    """`config` with its target path qualified (or, under Spark Connect, left to Spark)."""
+    from ticdc_delta.apply.sql_session import SqlSession
+
+    path = config.target.path
+    if not path:
+        return config
+    qualified = SqlSession(spark, isolate=False).qualified(path)
+    target = config.target
+    if qualified is None:
+        if local_path(path) is not None and target.small_merge_writer != SPARK_WRITER:
+            if target.small_merge_writer == DELTA_RS_WRITER:
+                raise ConfigError(f"target.small_merge_writer = \"delta-rs\": target.path {path} is on this Spark "
+                                  "Connect session's server, which delta-rs here cannot write; set it to \"auto\" or \"spark\"")
+            target = dataclasses.replace(target, small_merge_writer=SPARK_WRITER)
+            _say(path, None, "target.path %s: a Spark Connect session resolves it on its server, so Spark writes every "
+                 "table there (as target.small_merge_writer = \"spark\")", path)
+    elif qualified != path:
+        target = dataclasses.replace(target, path=qualified)
+        _say(path, qualified, "target.path %s is %s to this session's Hadoop configuration%s", path, qualified,
+             "" if local_path(qualified) is not None else ": Spark writes every table there (delta-rs writes the "
+             "local file system only)")
+    return dataclasses.replace(config, target=target) if target is not config.target else config
+
+
+def _say(path: str, where: str | None, message: str, *args) -> None:
+    if (path, where) not in _SAID:
+        _SAID.add((path, where))
+        log.info(message, *args)
 
 
 def check_session(config: Config, spark) -> None:

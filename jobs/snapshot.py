@@ -35,6 +35,7 @@ from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.exceptions import ConfigError, InvalidMessage, MaterializerError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.pipeline import locator_for
+from ticdc_delta.jobs.runtime import settle
 from ticdc_delta.jobs.snapshot_rows import RowSpec, typed_batches
 from ticdc_delta.schema_cache.codec import RowCodec, ValueContext
 from ticdc_delta.schema_cache.dumpling.create_table import parse_create_table
@@ -82,6 +83,7 @@ class SnapshotLoader:
                 f"protocol {config.protocol.name!r} is applied in Kafka offset order: its tables record offsets, not "
                 "commitTs, so a snapshot's TSO cannot say which changes it already holds"
             )
+        config = settle(config, spark)
         self._sql = SqlSession(spark)
         # Frames are built on the session the statements run on (the job's own fork of `spark`).
         self._spark = self._sql.spark

@@ -29,6 +29,7 @@ from ticdc_delta.apply.tombstones import Tombstones
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.pipeline import locator_for
+from ticdc_delta.jobs.runtime import settle
 from ticdc_delta.jobs.waits import age_seconds
 from ticdc_delta.jobs.waits import decode as decode_waits
 from ticdc_delta.schema_cache.events import TableName
@@ -103,6 +104,7 @@ def _table_status(sql: SqlSession, locator, tombstones: Tombstones, table) -> Ta
 
 def gather_status(config: Config, spark) -> StatusReport:
     """The consumer's committed offsets and lag per partition, and its tables' applied points."""
+    config = settle(config, spark)
     sql = SqlSession(spark)
     locator = locator_for(config)
     consumer = config.kafka.group_id

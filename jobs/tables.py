@@ -18,6 +18,7 @@ from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.apply.sql_session import SqlSession
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import Config
+from ticdc_delta.jobs.runtime import settle
 from ticdc_delta.schema_cache.events import TableName
 
 
@@ -44,7 +45,9 @@ def print_tables(config: Config, *, as_json: bool = False) -> int:
 
     if not config.target.path:
         raise ConfigError("tables: catalog tables are found by name in target.catalog; this lists path tables")
-    locator, sql = _located(spark_for(config, quick_compiler=quick_for_a_few_reads(config)), config.target.path)
+    spark = spark_for(config, quick_compiler=quick_for_a_few_reads(config))
+    config = settle(config, spark)
+    locator, sql = _located(spark, config.target.path)
     names = TableRegistry(sql, locator, config.kafka.group_id).tables()
     rows = [{"database": t.database, "table": t.table, "location": locator.path(t)} for t in names]
     if as_json:
