@@ -19,12 +19,11 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ticdc_delta.apply.progress import AppliedVersion, applied_history
+from ticdc_delta.apply.progress import MAINTENANCE, AppliedVersion, applied_history
 from ticdc_delta.exceptions import ApplyError
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-# Commits that change neither rows nor structure: a version before them holds on across them.
-_MAINTENANCE = {"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES"}
+_MAINTENANCE = MAINTENANCE
 
 
 def commit_ts_at(moment: dt.datetime) -> int:
@@ -46,22 +45,32 @@ class ExactSpan:
 
 
 def exact_spans(history: Sequence[AppliedVersion]) -> list[ExactSpan]:
-    """The spans of a table's history (newest first, as `applied_history` gives it), oldest first."""
+    """The spans of a table's history (newest first, as `applied_history` gives it), oldest first.
+
+    Each span's version is the newest that shows its rows: a marked version followed by maintenance commits
+    (OPTIMIZE, VACUUM: the same rows) is read at the last of them, whose files are the table's current ones, where
+    the marked version's own may since have been vacuumed away."""
     spans: list[ExactSpan] = []
     following: AppliedVersion | None = None  # the next newer version that changed the data
+    same_rows: int | None = None  # the newest version of the maintenance commits right after this one
     for entry in history:
         if entry.point is not None and entry.point.offsets:
             raise ApplyError("the table is applied in Kafka offset order (avro protocol): its versions record offsets")
+        maintenance = entry.operation in _MAINTENANCE
         if entry.complete and entry.applied_ts is not None:
             high = entry.applied_ts
             first = following.note.get("firstTs") if following is not None and following.note else None
             if isinstance(first, int) and first > entry.applied_ts:
                 high = first - 1
-            spans.append(ExactSpan(entry.version, entry.applied_ts, high))
-        if entry.operation not in _MAINTENANCE:
+            spans.append(ExactSpan(same_rows if same_rows is not None and not maintenance else entry.version,
+                                   entry.applied_ts, high))
+        if maintenance:
+            same_rows = entry.version if same_rows is None else same_rows
+        else:
             # Any other commit may change what a read sees, marked or not (a structure aligned to rows
             # before a MERGE, a held DDL's evolution): without a firstTs, the version before it ends at its point.
             following = entry
+            same_rows = None
     spans.reverse()
     return spans
 

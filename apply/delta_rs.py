@@ -189,9 +189,9 @@ class DeltaRs:
         self.max_rows = max_rows
         self.max_read_bytes = max_read_bytes
 
-    def facts(self, location: str, depth: int) -> TableFacts | None:
+    def facts(self, location: str, depth: int | None) -> TableFacts | None:
         """What the job reads of the table at `location` at its first touch (`depth`: how many of its newest
-        commits' metadata, 0 for none); None where Spark must read it (another store, a table feature delta-rs does not
+        commits' metadata, 0 for none, None for all); None where Spark must read it (another store, a table feature delta-rs does not
         read, column mapping, a column type the product does not make)."""
         path = local_path(location)
         if path is None:
@@ -217,7 +217,7 @@ class DeltaRs:
             if not isinstance(kind, str) or not (kind in _PLAIN_TYPES or kind in _SPARK_NAMES or _DECIMAL.fullmatch(kind)):
                 return None
             columns.append((column["name"], _SPARK_NAMES.get(kind, kind)))
-        history = table.history(depth) if depth > 0 else []
+        history = table.history(depth) if depth is None or depth > 0 else []
         return TableFacts(True, tuple(commit.get("userMetadata") for commit in history), tuple(columns), properties)
 
     def merge(self, location: str, schema: TableSchema, rows: Sequence[tuple], tags: CommitTags,

@@ -253,7 +253,7 @@ class DeltaWriter:
             if newest is None:
                 return read_progress(self._sql, name)
 
-            def commits(depth: int) -> list[str | None] | None:
+            def commits(depth: int | None) -> list[str | None] | None:
                 facts = newest if depth == 1 else self._facts(table, depth)
                 if facts is None:  # (no longer one delta-rs reads as Spark would)
                     return described_history(self._sql, name, depth)
@@ -261,7 +261,7 @@ class DeltaWriter:
 
             return read_progress(self._sql, name, commits)
 
-    def _facts(self, table: TableName, depth: int = 0) -> TableFacts | None:
+    def _facts(self, table: TableName, depth: int | None = 0) -> TableFacts | None:
         """What delta-rs reads of the table (`depth`: of its newest commits' metadata), where the job has it
         (`target.small_merge_writer`) and the table is one it reads as Spark would; None: Spark's to read."""
         location = self._delta_rs_location(table)

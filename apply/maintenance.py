@@ -10,9 +10,12 @@ there. `ticdc-delta maintain` runs one pass over every table, with no budget.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from pyspark.sql import functions as F
 
 from ticdc_delta.apply.internal_tables import vacuum_internal_table
 from ticdc_delta.apply.locator import TableLocator
@@ -35,8 +38,14 @@ class Maintained:
     files_before: int
     files_after: int
     seconds: float
+    # False: nothing was written to it since its last VACUUM, less than its retention ago (nothing to compact, no
+    # file a VACUUM could delete that the next one will not): passed over, adding no commit to an idle table.
+    vacuumed: bool = True
+    retain_hours: float | None = None  # what its VACUUM kept: the longer of the setting and the table's own
 
     def describe(self) -> str:
+        if not self.vacuumed:
+            return f"{self.table}: {self.files_before} files, unchanged since its last vacuum, {self.seconds:.1f}s"
         compacted = f"{self.files_before} -> {self.files_after} files" if self.files_after != self.files_before else \
             f"{self.files_before} files, not compacted"
         return f"{self.table}: {compacted}, vacuumed, {self.seconds:.1f}s"
@@ -75,24 +84,70 @@ class TableMaintenance:
         return done
 
     def maintain(self, table: TableName) -> Maintained:
-        """Compact `table` if it has `min_files` files or more, then vacuum it."""
+        """Compact `table` if it has `min_files` files or more, then vacuum it; nothing where nothing was written
+        to it since its last VACUUM, less than its retention ago."""
         began = time.monotonic()
         name = self._locator.sql_name(table)
-        before = after = self._files(name)
+        before, properties = self._detail(name)
+        own = retention_hours(properties.get(_TABLE_RETENTION))
+        # The longer of the setting and the table's own promise (`[[tables]]` properties may set one): Delta's check
+        # refuses a VACUUM shorter than the table's, and turning it off would delete what the table promises to keep.
+        hours = self._retain_hours if own is None or own == _UNREAD else max(self._retain_hours, own)
+        if self._idle_since_vacuum(name, hours):
+            done = Maintained(table, before, before, time.monotonic() - began, vacuumed=False, retain_hours=hours)
+            log.info("maintenance: %s", done.describe())
+            return done
+        after = before
         if before >= self._min_files:
             self._sql.run(f"OPTIMIZE {name}", what=f"compact {table}")
-            after = self._files(name)
-        self._vacuum(name, table)
-        done = Maintained(table, before, after, time.monotonic() - began)
+            after = self._detail(name)[0]
+        self._vacuum(name, table, hours, own)
+        done = Maintained(table, before, after, time.monotonic() - began, retain_hours=hours)
         log.info("maintenance: %s", done.describe())
         return done
 
-    def _files(self, name: str) -> int:
-        rows = self._sql.sql(f"DESCRIBE DETAIL {name}").select("numFiles").collect()
-        return int(rows[0][0] or 0) if rows else 0
+    def _detail(self, name: str) -> tuple[int, dict[str, str]]:
+        """(files of its snapshot, its properties)."""
+        rows = self._sql.sql(f"DESCRIBE DETAIL {name}").select("numFiles", "properties").collect()
+        if not rows:
+            return 0, {}
+        return int(rows[0]["numFiles"] or 0), dict(rows[0]["properties"] or {})
 
-    def _vacuum(self, name: str, table: TableName) -> None:
-        hours = self._retain_hours
-        settings = {_RETENTION_CHECK: "false"} if hours < _DEFAULT_RETAIN_HOURS else {}
+    def _idle_since_vacuum(self, name: str, hours: float) -> bool:
+        """Whether the table's newest commit is a VACUUM's end, less than `hours` ago."""
+        newest = self._sql.sql(f"DESCRIBE HISTORY {name} LIMIT 1")
+        age = F.unix_timestamp(F.current_timestamp()) - F.unix_timestamp("timestamp")  # (one session's clock)
+        rows = newest.select("operation", age.alias("age")).collect()
+        return bool(rows) and rows[0]["operation"] == "VACUUM END" and rows[0]["age"] is not None \
+            and rows[0]["age"] < hours * 3600
+
+    def _vacuum(self, name: str, table: TableName, hours: float, own: float | None) -> None:
+        # Delta's check compares with the table's own retention (its default where it sets none); where this did
+        # not read the table's, the check stays on and decides.
+        below = own != _UNREAD and hours < (_DEFAULT_RETAIN_HOURS if own is None else own)
+        settings = {_RETENTION_CHECK: "false"} if below else {}
         with self._sql.settings(settings):
             vacuum_internal_table(self._sql, f"{name} RETAIN {hours:g} HOURS", f"vacuum {table}")
+
+
+# `delta.deletedFileRetentionDuration`: Delta's calendar interval text ("interval 7 days", "interval 36 hours",
+# "interval 1 day 12 hours", "30 days").
+_TABLE_RETENTION = "delta.deletedFileRetentionDuration"
+_INTERVAL_PART = re.compile(
+    r"(\d+(?:\.\d+)?)\s*(year|month|week|day|hour|minute|second|millisecond|microsecond)s?", re.I)
+# (Delta counts a month as 30 days when it reads a retention)
+_UNIT_HOURS = {"year": 8640.0, "month": 720.0, "week": 168.0, "day": 24.0, "hour": 1.0, "minute": 1 / 60,
+               "second": 1 / 3600, "millisecond": 1 / 3_600_000, "microsecond": 1 / 3_600_000_000}
+_UNREAD = float("inf")  # a retention set in a way this does not read: Delta's own check decides
+
+
+def retention_hours(text: str | None) -> float | None:
+    """A table's `delta.deletedFileRetentionDuration` in hours; None where it sets none; infinite where it says it
+    in a way this does not read (then the setting is used and Delta's own check, never turned off, decides)."""
+    if not text:
+        return None
+    body = text.strip().lower().removeprefix("interval").strip()
+    parts = _INTERVAL_PART.findall(body)
+    if not parts or _INTERVAL_PART.sub("", body).strip():
+        return _UNREAD
+    return sum(float(amount) * _UNIT_HOURS[unit.lower()] for amount, unit in parts)

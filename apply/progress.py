@@ -18,6 +18,7 @@ crash between them is finished when the DDL is redone.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -47,6 +48,9 @@ _MISSING_TABLE_ERRORS = {
     "SCHEMA_NOT_FOUND",
 }
 _HISTORY_DEPTH = 200
+# Commits that change neither rows nor structure: a version before them holds on across them (`version_as_of`,
+# `apply.as_of.exact_spans`).
+MAINTENANCE = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES"})
 
 
 def is_missing_table(err: AnalysisException) -> bool:
@@ -109,17 +113,19 @@ def _progress_of(marker: dict) -> TableProgress:
 
 
 def read_progress(sql: SqlSession, sql_name: str,
-                  commits: Callable[[int], Sequence[str | None] | None] | None = None) -> TableProgress:
+                  commits: Callable[[int | None], Sequence[str | None] | None] | None = None) -> TableProgress:
     """Whether the table exists, and the progress its newest marked commit records.
 
-    `commits(depth)`: the `userMetadata` of the table's newest `depth` commits, newest first, or None where the
-    table does not exist, when read another way than DESCRIBE HISTORY on `sql` (delta-rs: `DeltaWriter`).
+    `commits(depth)`: the `userMetadata` of the table's newest `depth` commits (None: all), newest first, or None
+    where the table does not exist, when read another way than DESCRIBE HISTORY on `sql` (delta-rs: `DeltaWriter`).
     """
     commits = commits or (lambda depth: described_history(sql, sql_name, depth))
     # The newest commit alone first: nearly always the job's own, marked. Each commit Delta lists for the
-    # history is a file it reads (a GET on an object store), so the deeper read is left to tables another
-    # writer committed to last (an OPTIMIZE, a user's statement).
-    for depth in (1, _HISTORY_DEPTH):
+    # history is a file it reads (a GET on an object store), so the deeper reads are left to tables another
+    # writer committed to last (an OPTIMIZE, a user's statement), and the whole history to a table whose
+    # newest commits are all such (an idle table under many maintenance passes).
+    depth: int | None
+    for depth in (1, _HISTORY_DEPTH, None):
         metadata = commits(depth)
         if metadata is None:
             return TableProgress(exists=False)
@@ -127,15 +133,20 @@ def read_progress(sql: SqlSession, sql_name: str,
             marker = _marker_of(user_metadata)
             if marker is not None:
                 return _progress_of(marker)
-    if len(metadata) == _HISTORY_DEPTH:
-        log.warning("%s: no applied marker in its last %d commits; replaying from scratch", sql_name, _HISTORY_DEPTH)
+        if depth is not None and len(metadata) < depth:
+            break  # (that was the whole history)
+    if metadata:
+        log.warning("%s: no applied marker in the %d commits Delta keeps of it; replaying from scratch",
+                    sql_name, len(metadata))
     return TableProgress(exists=True)
 
 
-def described_history(sql: SqlSession, sql_name: str, depth: int) -> list[str | None] | None:
-    """The `userMetadata` of the table's newest `depth` commits, newest first, by Spark; None: no such table."""
+def described_history(sql: SqlSession, sql_name: str, depth: int | None) -> list[str | None] | None:
+    """The `userMetadata` of the table's newest `depth` commits (None: all Delta keeps), newest first, by Spark;
+    None: no such table."""
     try:
-        rows = sql.sql(f"DESCRIBE HISTORY {sql_name} LIMIT {depth}").select("userMetadata").collect()
+        limit = "" if depth is None else f" LIMIT {depth}"
+        rows = sql.sql(f"DESCRIBE HISTORY {sql_name}{limit}").select("userMetadata").collect()
     except AnalysisException as err:
         if is_missing_table(err):
             return None
@@ -203,17 +214,23 @@ def version_as_of(sql, sql_name: str, commit_ts: int) -> AppliedVersion | None:
 
     It holds the table exactly as upstream had it at its `applied_ts` (<=
     `commit_ts`): a later version applies a later batch, which may hold changes
-    from before `commit_ts` together with newer ones. None when every version
-    Delta keeps is newer. Tables of offset-ordered protocols (TiCDC avro)
-    record Kafka offsets, not commitTs, and are refused.
+    from before `commit_ts` together with newer ones. Where maintenance commits
+    (OPTIMIZE, VACUUM) follow it, the last of them is given (`version`): the same
+    rows, in the files the table still has, where the marked version's own may
+    have been vacuumed away. None when every version Delta keeps is newer. Tables
+    of offset-ordered protocols (TiCDC avro) record Kafka offsets, not commitTs,
+    and are refused.
     """
+    same_rows: int | None = None  # the newest version of the maintenance commits right after the entry
     for entry in applied_history(sql, sql_name):
         if entry.point is not None and entry.point.offsets:
             raise ApplyError(
                 f"{sql_name} is applied in Kafka offset order (avro protocol): its versions record offsets, not commitTs"
             )
+        maintenance = entry.operation in MAINTENANCE
         if entry.complete and entry.applied_ts is not None and entry.applied_ts <= commit_ts:
-            return entry
+            return entry if same_rows is None or maintenance else dataclasses.replace(entry, version=same_rows)
+        same_rows = (same_rows if same_rows is not None else entry.version) if maintenance else None
     return None
 
 

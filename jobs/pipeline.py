@@ -160,6 +160,7 @@ class Pipeline:
 
         `progress_stream` (default stderr) shows the live progress line, if it is a terminal.
         """
+        tag = commit_tag(config.target)  # (the target as configured: what a run's look at the commits compares)
         config = settle(config, spark)
         sql = SqlSession(spark)
         locator = locator_for(config)
@@ -186,7 +187,7 @@ class Pipeline:
         writer = DeltaWriter(sql, locator, times, table_features=config.target.table_features,
                              small_merges=small_merges_of(config.target), layouts=routes.layout)
         run = config.run
-        source = KafkaSource(config.kafka, commit_tag(config.target))
+        source = KafkaSource(config.kafka, tag)
         stop = stop or threading.Event()
         progress = ProgressLine.for_run(run.mode, progress_stream)
         reading = Reading(source, decoder, times, stop, progress)

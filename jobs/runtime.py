@@ -54,7 +54,8 @@ def _placed(config: Config, spark) -> Config:
             target = dataclasses.replace(target, small_merge_writer=SPARK_WRITER)
             _say(path, None, "target.path %s: a Spark Connect session resolves it on its server, so Spark writes every "
                  "table there (as target.small_merge_writer = \"spark\")", path)
-    elif qualified != path:
+    elif qualified != path and not (local_path(qualified) is not None and local_path(path) == local_path(qualified)):
+        # (a path that is this disk's to Spark as to delta-rs stays as written: it names that place already)
         target = dataclasses.replace(target, path=qualified)
         _say(path, qualified, "target.path %s is %s to this session's Hadoop configuration%s", path, qualified,
              "" if local_path(qualified) is not None else ": Spark writes every table there (delta-rs writes the "

@@ -90,6 +90,8 @@ def _table_status(sql: SqlSession, locator, tombstones: Tombstones, table) -> Ta
             raise
         return TableStatus(table.database, table.table, exists=False, removed_ts=tombstones.removed_at(table))
     marked = next((entry for entry in history if entry.point is not None), None)
+    if marked is None and len(history) == _HISTORY_DEPTH:  # (an idle table under many maintenance commits)
+        marked = next((entry for entry in applied_history(sql, locator.sql_name(table)) if entry.point is not None), None)
     point = marked.point if marked is not None else None
     return TableStatus(
         table.database,
