@@ -43,5 +43,5 @@ def _marked(ts: int) -> str:
 def test_the_newest_commit_alone_is_read_first_and_deeper_only_past_other_writers(metadata, depths, progress):
     history = _History(metadata)
     assert read_progress(history, "delta.`/t`") == progress
-    assert history.statements == [f"DESCRIBE HISTORY delta.`/t`" + ("" if depth is None else f" LIMIT {depth}")
+    assert history.statements == ["DESCRIBE HISTORY delta.`/t`" + ("" if depth is None else f" LIMIT {depth}")
                                   for depth in depths]
