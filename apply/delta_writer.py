@@ -383,9 +383,11 @@ class DeltaWriter:
         steps = [_Step(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.feature.{f}' = 'supported')") for f in features]
         defaults = tuple(c.name for c in change.backfill)
         marker = PendingBackfill(ddl, defaults) if defaults and ddl is not None else None
-        if not layout.column_mapping and (change.renames or change.drops):
+        laid_out = self._laid_out_by(table, layout, change.drops) if layout.column_mapping and change.drops else []
+        if (not layout.column_mapping and (change.renames or change.drops)) or laid_out:
             restructured = _restructured(layout, current, schema, change.renames, keep_rest=keep_dropped)
-            why = f"no column mapping; renames {change.renames or '-'}, drops {change.drops or '-'}"
+            why = (f"no column mapping; renames {change.renames or '-'}, drops {change.drops or '-'}" if not laid_out
+                   else f"a drop of {laid_out}, which it is partitioned or clustered by: Delta drops no such column")
             steps.append(_Step(lambda: self._rewrite(table, restructured, why, lenient=keep_dropped), marker))
         else:
             column = layout.delta_name
@@ -434,6 +436,13 @@ class DeltaWriter:
         """Every current column, those named in `new_types` (upstream names) cast to their new type."""
         by_lower = {k.lower(): v for k, v in new_types.items()}
         return [(n, by_lower.get(layout.upstream_name(n).lower()), n) for n, _ in self._delta_columns(table)]
+
+    def _laid_out_by(self, table: TableName, layout: TableLayout, drops: Sequence[str]) -> list[str]:
+        """Which of `drops` (upstream names) the table is partitioned or clustered by: Delta's ALTER TABLE DROP
+        COLUMNS refuses those, column mapping or not (the table is rewritten without them instead)."""
+        detail = self._sql.spark.sql(f"DESCRIBE DETAIL {self._name(table)}").collect()[0].asDict()
+        laid = {c.lower() for key in ("partitionColumns", "clusteringColumns") for c in detail.get(key) or ()}
+        return [d for d in drops if layout.delta_name(d).lower() in laid]
 
     def _rewrite(self, table: TableName, columns: Sequence[RewriteColumn], why: str, *, lenient: bool = False) -> None:
         """Replace the table's rows and columns by a SELECT from itself, in one commit.

@@ -79,3 +79,33 @@ def test_tables_land_where_the_rules_say_a_rename_follows_and_a_moving_rule_is_r
                                           r"route it to lake\.items"):
         Pipeline.from_config(moved, spark).run()
     assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.spark_only_tables("table_features = 'full': column mapping and deletion vectors, which delta-rs 1.6 refuses")
+def test_a_partition_or_clustering_column_dropped_upstream_under_the_full_layout_rewrites_the_table(
+        spark, kafka, tmp_path, unique):
+    # Setup: target.table_features = "full" (column mapping: drops in place); rules partitioning shop.items by
+    # `name` and clustering crm.leads by `who`, with rows; then upstream drops those very columns, and more rows.
+    # Expect: one run applies it all, each table equal upstream, without the column and its layout (Delta refuses
+    # ALTER TABLE DROP COLUMNS on either: the job failed that DDL at every restart; it now rewrites the table, as
+    # under "compatible").
+    topic, target = f"laid-{unique}", str(tmp_path)
+    feed = items_feed()
+    feed.create_table("crm", "leads", [column("id", "int", nullable=False), column("who", "varchar", length=32),
+                                       column("note", "varchar", length=32)], primary_key=["id"])
+    for i in range(4):
+        with feed.transaction() as txn:
+            txn.insert("shop", "items", item(i))
+            txn.insert("crm", "leads", {"id": i, "who": f"l{i}", "note": "n"})
+    feed.drop_column("shop", "items", "name")
+    feed.drop_column("crm", "leads", "who")
+    with feed.transaction() as txn:
+        txn.update("shop", "items", [0], {"price": item(9)["price"]})
+        txn.insert("crm", "leads", {"id": 9, "note": "after"})
+    publish(kafka, topic, feed.messages)
+    rules = [{"match": "shop.items", "partition_by": ["name"]}, {"match": "crm.leads", "cluster_by": ["who"]}]
+    run_job(spark, kafka, topic, target, f"g-{unique}", tables=rules, target={"table_features": "full"})
+    assert_table(spark, target, feed, "shop", "items", "id INT, price DECIMAL(10,2), updated TIMESTAMP")
+    assert_table(spark, target, feed, "crm", "leads", "id INT, note STRING")
+    assert _detail(spark, target, "shop", "items")["partitionColumns"] == []
+    assert not _detail(spark, target, "crm", "leads").get("clusteringColumns")
