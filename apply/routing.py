@@ -183,10 +183,14 @@ def rules_of(values: object) -> tuple[TableRule, ...]:
 class Routes:
     """The rules, and every route taken under them by this consumer (upstream name -> target, None: skipped)."""
 
-    def __init__(self, rules: Sequence[TableRule] = ()) -> None:
+    def __init__(self, rules: Sequence[TableRule] = (), *, case_sensitive: bool = False) -> None:
+        """`case_sensitive`: whether two targets that differ only by case are two tables where they land (a catalog
+        with `spark.sql.caseSensitive = true`); otherwise they are one (a catalog's default, a file system that
+        ignores case), and routing two upstream tables to them is refused as routing them to one name is."""
         self._rules = tuple(rules)
+        self._case_sensitive = case_sensitive
         self._taken: dict[TableName, TableName | None] = {}
-        self._holders: dict[TableName, TableName] = {}  # target -> the upstream table routed to it
+        self._holders: dict[TableName, TableName] = {}  # target (as compared) -> the upstream table routed to it
         self._lock = threading.Lock()
         # Whether routes are saved with checkpoints: with rules, or once a checkpoint held routes (rules
         # removed since must still not move a table).
@@ -196,9 +200,12 @@ class Routes:
         """Whether any name may differ from upstream's (else batches pass untouched)."""
         return self.recording
 
+    def _compared(self, target: TableName) -> TableName:
+        return target if self._case_sensitive else TableName(target.database.lower(), target.table.lower())
+
     def layout(self, target: TableName) -> CreatedLayout:
         """How the job creates `target`: by the rule of the upstream table routed to it."""
-        upstream = self._holders.get(target, target)
+        upstream = self._holders.get(self._compared(target), target)
         for rule in self._rules:
             if rule.matches(upstream):
                 return rule.layout(upstream)
@@ -222,13 +229,16 @@ class Routes:
 
     def _take(self, table: TableName, target: TableName | None) -> TableName | None:
         if target is not None:
-            holder = self._holders.get(target)
+            compared = self._compared(target)
+            holder = self._holders.get(compared)
             if holder is not None and holder != table:
+                other = self._taken.get(holder) or target
+                same = f"to {target};" if other == target else f"to {other} and {target}, one table where names ignore case;"
                 raise ConfigError(
-                    f"tables: {table} and {holder} are both routed to {target}; one upstream table to one target "
+                    f"tables: {table} and {holder} are both routed {same} one upstream table to one target "
                     "(each has its own applied point): change the rules so that their targets differ"
                 )
-            self._holders[target] = table
+            self._holders[compared] = table
         self._taken[table] = target
         return target
 
@@ -268,8 +278,8 @@ class Routes:
     def _forget(self, table: TableName) -> None:
         with self._lock:
             target = self._taken.pop(table, None)
-            if target is not None and self._holders.get(target) == table:
-                del self._holders[target]
+            if target is not None and self._holders.get(self._compared(target)) == table:
+                del self._holders[self._compared(target)]
 
     def held(self, holds: Mapping[TableName, int]) -> dict[TableName, int]:
         """Per target, the commitTs before which it is applied (`Applier.apply`'s `holds`)."""

@@ -51,7 +51,7 @@ from ticdc_delta.jobs.config import SPARK_WRITER, Config, TargetConfig
 from ticdc_delta.jobs.intake import DriverIntake, Intake, Reading
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.live_progress import ProgressLine
-from ticdc_delta.jobs.runtime import settle
+from ticdc_delta.jobs.runtime import settle, targets_case_sensitive
 from ticdc_delta.jobs.waits import Wait, WaitWarnings, waits
 from ticdc_delta.jobs.waits import encode as encode_waits
 from ticdc_delta.schema_cache.decoder import Decoder
@@ -183,7 +183,7 @@ class Pipeline:
         decoder = create_decoder(config.protocol, config.types)
         times = PhaseTimes()
         registry = TableRegistry(sql, locator, config.kafka.group_id)
-        routes = Routes(config.tables)
+        routes = Routes(config.tables, case_sensitive=targets_case_sensitive(config, spark))
         writer = DeltaWriter(sql, locator, times, table_features=config.target.table_features,
                              small_merges=small_merges_of(config.target), layouts=routes.layout)
         run = config.run

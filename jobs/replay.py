@@ -27,7 +27,7 @@ from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs import exit_statuses
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.pipeline import locator_for
-from ticdc_delta.jobs.runtime import settle
+from ticdc_delta.jobs.runtime import settle, targets_case_sensitive
 from ticdc_delta.jobs.topic_reader import TopicReader
 from ticdc_delta.schema_cache.decoder import Decoder
 from ticdc_delta.schema_cache.events import Position, TableName
@@ -138,7 +138,8 @@ def replay_dead_letters(
         f"checkpoint batch {start.batch}" if start else "the beginning",
     )
     scan, read = _scan(config, letters, start, latest, decoder)
-    scan = _routed(scan, config, latest, lambda: TableRegistry(sql, locator, consumer).tables())
+    scan = _routed(scan, config, latest, lambda: TableRegistry(sql, locator, consumer).tables(),
+                   targets_case_sensitive(config, spark))
     plan = plan_replay(
         [d.position for d in letters],
         scan,
@@ -153,10 +154,10 @@ def replay_dead_letters(
     return ReplayReport(refused + decisions, read, dry_run)
 
 
-def _routed(scan: Scan, config: Config, latest: Checkpoint | None, materialized) -> Scan:
+def _routed(scan: Scan, config: Config, latest: Checkpoint | None, materialized, case_sensitive: bool) -> Scan:
     """The scan's events under the job's routes (`apply.routing`): the tables' names as the job writes them, those
     of skipped tables left out (their dead letters then carry no change)."""
-    routes = Routes(config.tables)
+    routes = Routes(config.tables, case_sensitive=case_sensitive)
     if latest is not None and latest.routes is not None:
         routes.restore(latest.routes, materialized)
     if not routes:

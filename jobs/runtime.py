@@ -104,3 +104,11 @@ def _check_commit_safety(config: Config, spark) -> None:
         f"spark.delta.logStore.{scheme}.impl = io.delta.storage.S3DynamoDBLogStore (docs: Object storage), or "
         "target.require_safe_commits = false if nothing but this job ever writes under target.path"
     )
+
+
+def targets_case_sensitive(config: Config, spark) -> bool:
+    """Whether two target names that differ only by case are two tables: in a catalog that compares names as
+    they are (`spark.sql.caseSensitive = true`). A catalog's default ignores case, and so may a path's file
+    system: `apply.routing.Routes` then refuses two upstream tables routed to such names."""
+    return bool(config.target.catalog) and str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
+

@@ -35,7 +35,7 @@ from ticdc_delta.apply.table_registry import TableRegistry
 from ticdc_delta.exceptions import ConfigError, InvalidMessage, MaterializerError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.pipeline import locator_for
-from ticdc_delta.jobs.runtime import settle
+from ticdc_delta.jobs.runtime import settle, targets_case_sensitive
 from ticdc_delta.jobs.snapshot_rows import RowSpec, typed_batches
 from ticdc_delta.schema_cache.codec import RowCodec, ValueContext
 from ticdc_delta.schema_cache.dumpling.create_table import parse_create_table
@@ -91,7 +91,7 @@ class SnapshotLoader:
         self._format = export_format
         self._context = ValueContext(config.types, export_format.time_zone)
         locator = self._locator = locator_for(config)
-        self._routes = Routes(config.tables)
+        self._routes = Routes(config.tables, case_sensitive=targets_case_sensitive(config, spark))
         self._writer = DeltaWriter(self._sql, locator, PhaseTimes(), table_features=config.target.table_features,
                                    layouts=self._routes.layout)
         self._registry = TableRegistry(self._sql, locator, config.kafka.group_id)

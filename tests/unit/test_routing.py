@@ -90,6 +90,24 @@ def test_two_tables_routed_to_one_name_are_refused_naming_both():
         routes.target(name("crm.orders"))
 
 
+def test_targets_that_differ_only_by_case_are_one_table_unless_the_catalog_compares_case():
+    # Setup: a.Orders -> x.Orders and b.orders -> x.orders (a catalog, by default, and a file system that ignores
+    # case hold them as one table: a silent many-to-one).
+    # Expect: refused naming both tables and both targets; where the catalog compares names with their case
+    # (spark.sql.caseSensitive = true: `case_sensitive`), two tables.
+    rules = rules_of([{"match": "a.*", "target": "x.{table}"}, {"match": "b.*", "target": "x.{table}"}])
+    routes = Routes(rules)
+    assert routes.target(name("a.Orders")) == name("x.Orders")
+    with pytest.raises(ConfigError, match=r"tables: b\.orders and a\.Orders are both routed to x\.Orders and "
+                                          r"x\.orders, one table where names ignore case;"):
+        routes.target(name("b.orders"))
+    both = Routes(rules, case_sensitive=True)
+    assert [both.target(name(t)) for t in ("a.Orders", "b.orders")] == [name("x.Orders"), name("x.orders")]
+    # A checkpoint's routes taken again meet the same check.
+    with pytest.raises(ConfigError, match="one table where names ignore case"):
+        Routes(rules).restore(json.dumps([["a", "Orders", "x", "Orders"], ["b", "orders", "x", "orders"]]), list)
+
+
 def rename(old: str, new: str, offset: int, ts: int = 20) -> SchemaChange:
     return SchemaChange(name(new), ts, SchemaChangeKind.RENAME, structure(name(new), "id", "v"),
                         Position("t", 0, offset), f"RENAME TABLE {old} TO {new}", name(old))
