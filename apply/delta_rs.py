@@ -255,7 +255,12 @@ class DeltaRs:
             return False
         except Exception as err:  # noqa: BLE001 - whatever it is, Spark's MERGE meets it too, or does not
             return self._failed(location, path, None, tags, err)
-        source = self._source(schema, rows)
+        try:
+            source = self._source(schema, rows)
+        except (ValueError, TypeError, OverflowError, self._pa.ArrowException) as err:
+            # A value Arrow does not take as the column's type (Spark's MERGE casts it as the table has it).
+            log.debug("%s: left to Spark's MERGE: the changes as Arrow: %s", location, err)
+            return False
         files = self._pa.table(table.get_add_actions(flatten=True))
         # (Partition values are written in the file paths and the log as each writer encodes them: not checked
         # to be Spark's, so a partitioned table is Spark's.)

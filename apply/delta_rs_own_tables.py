@@ -32,6 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from ticdc_delta.apply.arrow_types import arrow_type
@@ -48,6 +49,8 @@ from ticdc_delta.apply.delta_rs_checks import properties_refusal, protocol_refus
 log = logging.getLogger(__name__)
 
 # Table properties delta-rs refuses to set at creation, each at the value that is Delta's default.
+# The key of a creation's commit info naming the creation (`_create`).
+_CREATION = "ticdcDeltaCreation"
 _DEFAULTS_LEFT_OUT = {"delta.enableTypeWidening": "false"}
 # Delta's primitive type names as the product's column definitions write them.
 _DDL_NAMES = {"long": "BIGINT", "integer": "INT", "short": "SMALLINT", "byte": "TINYINT"}
@@ -207,17 +210,26 @@ class DeltaRsOwnTables:
         properties = {k: v for k, v in create_with.items() if _DEFAULTS_LEFT_OUT.get(k) != v}
         if any(k in _DEFAULTS_LEFT_OUT for k in properties):
             return False  # (one delta-rs cannot set, at another value than its default: Spark's)
+        # Which creation is this one's, should delta-rs raise after committing it (an I/O error reading back):
+        # taken for another writer's, its rows would be appended a second time, or the lease's row taken for
+        # another job's.
+        token = uuid.uuid4().hex
         try:
             # Version 0 or nothing: not into a table made meanwhile ("error"), and no retry, without which delta-rs
             # 1.6 commits a creation that lost the race at version 1 as a second creation (a new table id and
             # metadata over the first's: tests/unit/test_delta_rs_own_tables.py).
             write_deltalake(path, source, mode="error", configuration=properties, writer_properties=writer,
-                            post_commithook_properties=hooks, commit_properties=CommitProperties(max_commit_retries=0))
+                            post_commithook_properties=hooks,
+                            commit_properties=CommitProperties(max_commit_retries=0, custom_metadata={_CREATION: token}))
         except Exception as err:  # noqa: BLE001 - another creator's first commit came first, or delta-rs failed
             try:
-                DeltaTable(path)
+                first = DeltaTable(path).history()[-1]
             except Exception:  # noqa: BLE001 - still missing: delta-rs failed; Spark's CREATE TABLE AS SELECT instead
                 return DeltaRsOwnTables._failed(location, err)
+            if first.get(_CREATION) == token:
+                log.warning("%s: delta-rs raised after its creation committed (%s); the creation stands", location,
+                            type(err).__name__)
+                return True
             return None  # (made by another writer meanwhile: appended to at the next attempt)
         return True
 

@@ -220,7 +220,7 @@ def _lacking(sql: SqlSession, name: str, columns: Sequence[tuple[str, str]]) -> 
 # VACUUM LITE finds the files to delete in the log (no listing of the table's folder, which costs a task
 # per listing partition); where the session's Delta has no LITE (before 3.3) or the log no longer covers
 # every file to delete (the job stood still longer than the log is kept), the full VACUUM does it.
-_NO_VACUUM_LITE = {"DELTA_CANNOT_VACUUM_LITE", "PARSE_SYNTAX_ERROR"}
+NO_VACUUM_LITE = frozenset({"DELTA_CANNOT_VACUUM_LITE", "PARSE_SYNTAX_ERROR"})
 
 
 def vacuum_internal_table(sql: SqlSession, name: str, what: str) -> None:
@@ -228,6 +228,6 @@ def vacuum_internal_table(sql: SqlSession, name: str, what: str) -> None:
     try:
         sql.run(f"VACUUM {name} LITE", what=what)
     except Exception as err:
-        if error_condition(err) not in _NO_VACUUM_LITE:
+        if error_condition(err) not in NO_VACUUM_LITE:
             raise
         sql.run(f"VACUUM {name}", what=what)

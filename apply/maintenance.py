@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import functions as F
 
-from ticdc_delta.apply.internal_tables import vacuum_internal_table
+from ticdc_delta.apply.internal_tables import NO_VACUUM_LITE
 from ticdc_delta.apply.locator import TableLocator
 from ticdc_delta.apply.spark_errors import error_condition
 from ticdc_delta.apply.sql_session import SqlSession
@@ -39,16 +39,19 @@ class Maintained:
     files_after: int
     seconds: float
     # False: nothing was written to it since its last VACUUM, less than its retention ago (nothing to compact, no
-    # file a VACUUM could delete that the next one will not): passed over, adding no commit to an idle table.
+    # file a VACUUM could delete that the next one will not): passed over, adding no commit to an idle table; or
+    # only a full VACUUM could run, which keeping so little is not safe beside a MERGE (`TableMaintenance._vacuum`).
     vacuumed: bool = True
     retain_hours: float | None = None  # what its VACUUM kept: the longer of the setting and the table's own
 
+    idle: bool = False  # passed over: unchanged since its last VACUUM, less than its retention ago
+
     def describe(self) -> str:
-        if not self.vacuumed:
+        if self.idle:
             return f"{self.table}: {self.files_before} files, unchanged since its last vacuum, {self.seconds:.1f}s"
         compacted = f"{self.files_before} -> {self.files_after} files" if self.files_after != self.files_before else \
             f"{self.files_before} files, not compacted"
-        return f"{self.table}: {compacted}, vacuumed, {self.seconds:.1f}s"
+        return f"{self.table}: {compacted}, {'vacuumed' if self.vacuumed else 'not vacuumed'}, {self.seconds:.1f}s"
 
 
 class TableMaintenance:
@@ -94,15 +97,16 @@ class TableMaintenance:
         # refuses a VACUUM shorter than the table's, and turning it off would delete what the table promises to keep.
         hours = self._retain_hours if own is None or own == _UNREAD else max(self._retain_hours, own)
         if self._idle_since_vacuum(name, hours):
-            done = Maintained(table, before, before, time.monotonic() - began, vacuumed=False, retain_hours=hours)
+            done = Maintained(table, before, before, time.monotonic() - began, vacuumed=False, retain_hours=hours,
+                              idle=True)
             log.info("maintenance: %s", done.describe())
             return done
         after = before
         if before >= self._min_files:
             self._sql.run(f"OPTIMIZE {name}", what=f"compact {table}")
             after = self._detail(name)[0]
-        self._vacuum(name, table, hours, own)
-        done = Maintained(table, before, after, time.monotonic() - began, retain_hours=hours)
+        vacuumed = self._vacuum(name, table, hours, own)
+        done = Maintained(table, before, after, time.monotonic() - began, vacuumed=vacuumed, retain_hours=hours)
         log.info("maintenance: %s", done.describe())
         return done
 
@@ -121,13 +125,32 @@ class TableMaintenance:
         return bool(rows) and rows[0]["operation"] == "VACUUM END" and rows[0]["age"] is not None \
             and rows[0]["age"] < hours * 3600
 
-    def _vacuum(self, name: str, table: TableName, hours: float, own: float | None) -> None:
+    def _vacuum(self, name: str, table: TableName, hours: float, own: float | None) -> bool:
+        """VACUUM ... LITE (the files the log says were removed); a full VACUUM (every file of the folder no
+        snapshot uses) only where LITE cannot run and it keeps at least Delta's default retention: a full VACUUM
+        keeping less deletes the files a MERGE committing beside it has written and not yet committed (a running
+        job's, under `ticdc-delta maintain`). False: not vacuumed."""
         # Delta's check compares with the table's own retention (its default where it sets none); where this did
         # not read the table's, the check stays on and decides.
         below = own != _UNREAD and hours < (_DEFAULT_RETAIN_HOURS if own is None else own)
         settings = {_RETENTION_CHECK: "false"} if below else {}
+        statement, what = f"VACUUM {name} RETAIN {hours:g} HOURS", f"vacuum {table}"
         with self._sql.settings(settings):
-            vacuum_internal_table(self._sql, f"{name} RETAIN {hours:g} HOURS", f"vacuum {table}")
+            try:
+                self._sql.run(f"{statement} LITE", what=what)
+                return True
+            except Exception as err:
+                if error_condition(err) not in NO_VACUUM_LITE:
+                    raise
+                if hours < _DEFAULT_RETAIN_HOURS:
+                    log.warning(
+                        "maintenance: %s not vacuumed: VACUUM LITE cannot run here (%s), and a full VACUUM keeping "
+                        "less than %g hours could delete the files of a MERGE committing beside it; it runs where "
+                        "maintenance.vacuum_retain_hours is %g or more", table, error_condition(err) or err,
+                        _DEFAULT_RETAIN_HOURS, _DEFAULT_RETAIN_HOURS)
+                    return False
+                self._sql.run(statement, what=what)
+                return True
 
 
 # `delta.deletedFileRetentionDuration`: Delta's calendar interval text ("interval 7 days", "interval 36 hours",

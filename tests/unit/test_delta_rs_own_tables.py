@@ -111,3 +111,26 @@ def test_two_writers_creating_the_lease_table_at_once_each_learn_whether_their_c
         table = DeltaTable(path)
         assert table.version() == 0
         assert table.to_pyarrow_table().column("consumer").to_pylist() == [f"writer {maker}"]
+
+
+def test_a_creation_that_committed_and_then_raised_stands_its_rows_once_and_the_lease_row_its_own(tmp_path, monkeypatch):
+    # Setup: delta-rs's write commits an own table's creation, then raises (an I/O error after the commit); once for
+    # an append creating the table, once for the lease table's creation with its row.
+    # Expect: the append is taken with its rows once (not appended again as into a table another writer made), and
+    # the creation is this call's (not another job's: the lease would have waited on its own row).
+    import deltalake
+
+    real = deltalake.write_deltalake
+
+    def committed_then_raised(*args, **kwargs):
+        real(*args, **kwargs)
+        raise OSError("connection reset after the commit")
+
+    monkeypatch.setattr(deltalake, "write_deltalake", committed_then_raised)
+    own = DeltaRsOwnTables()
+    row = ("one", 1, dt.datetime(2026, 1, 1, tzinfo=UTC))
+    path = str(tmp_path / "appended")
+    assert own.append(path, COLUMNS, [row], check_write=lambda: None, create_with={"delta.checkpointInterval": "10"})
+    assert DeltaTable(path).to_pyarrow_table().column("consumer").to_pylist() == ["one"]
+    assert own.create(str(tmp_path / "leases"), COLUMNS, row, {"delta.checkpointInterval": "10"}) is True
+    assert DeltaTable(str(tmp_path / "leases")).to_pyarrow_table().num_rows == 1

@@ -207,3 +207,14 @@ def test_a_merge_whose_keys_may_be_in_more_than_max_read_bytes_of_files_is_spark
     assert _held(path)[150] == (150, f"value {150:>40}")
     assert guarded.merge(path, schema, [(5, "x", False), (50, "y", True)], CommitTags({"appliedThrough": 2}, ("test", 2)))
     assert _held(path)[5] == (5, "x") and 50 not in _held(path)
+
+
+def test_changes_arrow_does_not_take_as_the_columns_types_are_spark_s_not_an_error(tmp_path):
+    # Setup: an INT column, and a change whose value does not fit it (a decoder's value the table's type cannot
+    # hold as Arrow builds it; Spark's MERGE casts, or says what is wrong).
+    # Expect: delta-rs does not take the MERGE (False: Spark's MERGE instead, as documented), commits nothing and
+    # raises nothing (the conversion stopped the whole batch before).
+    schema = TableSchema(TableName("db", "narrow"), (Column("id", "INT"), Column("v", "INT")), ("id",))
+    path = _table(tmp_path, schema, [(1, 1)])
+    assert _merged(path, schema, [(False, (2, 2**40))], 10) is False
+    assert _held(path) == {1: (1, 1)} and DeltaTable(path).version() == 0
