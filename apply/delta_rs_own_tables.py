@@ -100,7 +100,11 @@ class DeltaRsOwnTables:
             if why:
                 log.debug("%s: read by Spark: %s", location, why)
                 return None
-            return table.to_pyarrow_table()
+            # Not `to_pyarrow_table()`: on Python 3.13 a process that read through it aborts at exit about one
+            # time in two ("terminate called without an active exception", status 134: Arrow's threads meet the
+            # interpreter's finalization), and a scheduler takes that for a failed run. A read without Arrow's
+            # threads does not (0 in 20 here; the tables are small: one thread reads them as fast).
+            return table.to_pyarrow_dataset().to_table(use_threads=False)
         except Exception as err:  # noqa: BLE001 - missing (being created), I/O: Spark reads it and says what is wrong
             log.debug("%s: read by Spark: %s", location, err)
             return None

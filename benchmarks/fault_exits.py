@@ -11,7 +11,13 @@ MERGEs (each path checks its target holds delta-rs commits), then ends by one pa
 - kafka-gone: `--continuous`, the broker paused (SIGSTOP) once delta-rs has committed, longer than
   `kafka.unreachable_timeout_seconds`: 6;
 - spark-gone: `--continuous`, the job's Spark JVM killed once delta-rs has committed: 8;
-- configuration and storage, before any commit: 2 (an unknown setting), 9 (the target below a file).
+- configuration and storage, before any commit: 2 (an unknown setting), 9 (the target below a file);
+
+and every other command on a target a run made with delta-rs commits (its own tables written by delta-rs, read
+back by the commands): `tables`, `status`, `as-of` (the newest commitTs), `maintain`, `replay-dead-letters` (none
+to replay), `snapshot` (an export of another table, into the same target), `demo` (its own broker, a checkout
+only), each 0; and `notebook`, a Python process calling the Python API as a notebook does (`table_path`,
+`consistent_read`, `read_as_of`, `read_topics`) and ending normally: 0.
 
 The reason: on Python 3.13 a process that read a Delta table through delta-rs's pyarrow dataset can abort at
 interpreter shutdown ("terminate called without an active exception", status 134: an Arrow thread that
@@ -36,7 +42,28 @@ from testbed.processes import job_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 PAIRS = {"newest": ROOT / ".venv", "oldest": ROOT / ".venv-oldest"}
-PATHS = {"done": 0, "bad-message": 3, "sigterm": 0, "kafka-gone": 6, "spark-gone": 8, "configuration": 2, "storage": 9}
+PATHS = {"done": 0, "bad-message": 3, "sigterm": 0, "kafka-gone": 6, "spark-gone": 8, "configuration": 2, "storage": 9,
+         "tables": 0, "status": 0, "as-of": 0, "maintain": 0, "replay": 0, "snapshot": 0, "notebook": 0, "demo": 0}
+# The paths that read or write a target a `run` made beforehand (`_prepared`), not their own.
+_ON_A_MADE_TARGET = {"tables", "status", "as-of", "maintain", "replay", "snapshot", "notebook"}
+# A notebook's calls of the Python API (docs/api.md), then a normal end.
+_NOTEBOOK = """
+import sys
+from ticdc_delta.apply.as_of import consistent_read
+from ticdc_delta.apply.progress import read_as_of
+from ticdc_delta.jobs import config as config_module
+from ticdc_delta.jobs.session import get_spark
+from ticdc_delta.jobs.tables import table_path
+from ticdc_delta.jobs.topic_reader import read_topics
+
+config = config_module.load(sys.argv[1])
+spark = get_spark()
+names = [f"delta.`{table_path(spark, config.target.path, 'shop', table)}`" for table in ("customers", "orders")]
+read = consistent_read(spark, names, (1 << 62))
+print({name: frame.count() for name, frame in read.frames(spark).items()})
+print(read_as_of(spark, names[0], read.commit_ts).count())
+print(len(read_topics(config.kafka)))
+"""
 _WAIT = 300
 
 
@@ -89,6 +116,53 @@ def _descendants(pid: int) -> list[int]:
                 except (OSError, IndexError, ValueError):
                     pass
     return found
+
+
+def _prepared(venv: Path, launcher: str, broker, topic: str, work: Path) -> tuple[Path, Path]:
+    """(a job's configuration, its target) after one `run` of the stream with delta-rs commits: what the other
+    commands read; and an export of another table for `snapshot`."""
+    folder = work / f"made-{venv.name}-{uuid.uuid4().hex[:8]}"
+    folder.mkdir()
+    config = _config(folder, broker.bootstrap_servers, topic, path=str(folder / "lake"))
+    with (folder / "job.log").open("w") as out:
+        status = subprocess.run(_command(venv, launcher, "run", "--config", str(config)), stdout=out,
+                                stderr=subprocess.STDOUT, env=job_environment(), timeout=_WAIT).returncode
+    if status != 0 or _delta_rs_commits(folder / "lake") == 0:
+        raise RuntimeError(f"the run preparing the commands' target ended {status}; see {folder / 'job.log'}")
+    from testbed.dumpling import write_export
+    from tests.workloads import item, items_feed
+
+    feed = items_feed()
+    with feed.transaction() as txn:
+        for i in range(3):
+            txn.insert("shop", "items", item(i))
+    write_export(feed, folder / "export")
+    return config, folder / "lake"
+
+
+def _command_of(path: str, venv: Path, launcher: str, config: Path, work: Path) -> list[str]:
+    if path == "notebook":
+        script = work / "notebook.py"
+        script.write_text(_NOTEBOOK)
+        return [str(venv / "bin" / "python"), str(script), str(config)]
+    if path == "demo":
+        return _command(venv, launcher, "demo", "--workdir", str(work / f"demo-{uuid.uuid4().hex[:8]}"))
+    arguments = {"tables": ["tables", "--json"], "status": ["status", "--json"], "as-of": ["as-of", "--json"],
+                 "maintain": ["maintain", "--json"], "replay": ["replay-dead-letters"],
+                 "snapshot": ["snapshot", "--from", str(config.parent / "export")]}[path]
+    return _command(venv, launcher, *arguments, "--config", str(config))
+
+
+def _one_command(path: str, venv: Path, launcher: str, config: Path, work: Path) -> tuple[int, str, int]:
+    """One run of a command on the made target (or the demo on its own): (status, the end of its log, 1)."""
+    log = work / f"{path}-{uuid.uuid4().hex[:8]}.log"
+    with log.open("w") as out:
+        try:
+            status = subprocess.run(_command_of(path, venv, launcher, config, work), stdout=out,
+                                    stderr=subprocess.STDOUT, env=job_environment(), timeout=_WAIT).returncode
+        except subprocess.TimeoutExpired:
+            status = -9
+    return status, "\n".join(log.read_text(errors="replace").splitlines()[-4:]), 1
 
 
 def _one(path: str, venv: Path, launcher: str, broker, topic: str, messages: list, work: Path) -> tuple[int, str, int]:
@@ -162,12 +236,19 @@ def run(args) -> bool:
         publish(broker, topic, messages)
         for pair in pairs:
             venv = PAIRS[pair]
+            made = None
             for path in paths:
                 seen: Counter = Counter()
                 unused = 0
                 began = time.monotonic()
+                if path in _ON_A_MADE_TARGET and made is None:
+                    made = _prepared(venv, args.exit_launcher, broker, topic, work)
                 for _ in range(args.exit_repeats):
-                    status, tail, commits = _one(path, venv, args.exit_launcher, broker, topic, messages, work)
+                    if path in _ON_A_MADE_TARGET or path == "demo":
+                        config = made[0] if made is not None else work
+                        status, tail, commits = _one_command(path, venv, args.exit_launcher, config, work)
+                    else:
+                        status, tail, commits = _one(path, venv, args.exit_launcher, broker, topic, messages, work)
                     seen[status] += 1
                     if PATHS[path] not in (2, 9) and commits == 0:
                         unused += 1
