@@ -322,6 +322,9 @@ class HistoryConfig:
         return HistoryChoice(self.tables, self.database_suffix)
 
 
+_PACKAGES = "spark.jars.packages"
+
+
 def settings_table(key: str, value: object) -> dict[str, str]:
     """A passthrough table of settings (librdkafka's, Spark's) as the strings their clients take: TOML's
     numbers and booleans written as those clients spell them; a nested table or a list is refused."""
@@ -357,9 +360,22 @@ class SparkConfig:
     # The local JVM maps an archive of the classes an earlier run loaded (jobs.class_archive), made at
     # the exit of the first run of each class path.
     class_data_sharing: bool = True
+    # Maven coordinates added to the product's own (Delta's, the S3 connector's, Spark's Kafka source) for a
+    # session the product starts: a log store's jar, say. A `spark.jars.packages` in `conf` is added the same
+    # way (it no longer replaces the product's own list).
+    extra_packages: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "conf", settings_table("spark.conf", self.conf))
+        conf = dict(settings_table("spark.conf", self.conf))
+        extra = self.extra_packages.split(",") if isinstance(self.extra_packages, str) else self.extra_packages
+        if not isinstance(extra, (list, tuple)) or not all(isinstance(p, str) for p in extra):
+            raise ConfigError(f"spark.extra_packages: must be a list of Maven coordinates, got {self.extra_packages!r}")
+        listed = [p.strip() for p in (*extra, *conf.pop(_PACKAGES, "").split(",")) if p.strip()]
+        bad = [p for p in listed if len(p.split(":")) != 3]
+        if bad:
+            raise ConfigError(f"spark.extra_packages: {bad[0]!r} is not group:artifact:version")
+        object.__setattr__(self, "conf", conf)
+        object.__setattr__(self, "extra_packages", tuple(dict.fromkeys(listed)))
         value = self.quick_compiler_max_backlog
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"spark.quick_compiler_max_backlog: must be a whole number of at least 0, got {value!r}")
@@ -425,7 +441,8 @@ class Config:
             "checkpoint": dataclasses.asdict(self.checkpoint),
             "spark": {"master": self.spark.master, "conf": _redacted(self.spark.conf),
                       "quick_compiler_max_backlog": self.spark.quick_compiler_max_backlog,
-                      "class_data_sharing": self.spark.class_data_sharing},
+                      "class_data_sharing": self.spark.class_data_sharing,
+                      "extra_packages": list(self.spark.extra_packages)},
             "types": dataclasses.asdict(self.types),
             "history": dataclasses.asdict(self.history),
             "tables": [{"match": list(r.match), "target": r.target, "skip": r.skip, "properties": dict(r.properties),

@@ -167,9 +167,27 @@ def spark_for(config, packages: Sequence[str] = (), *, quick_compiler: bool = Fa
     if object_store_scheme(config.target.path) in _S3_SCHEMES and not under_existing_runtime():
         extra.append(hadoop_aws_package())
         conf.setdefault("spark.hadoop.fs.s3.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")
+    extra += [p for p in config.spark.extra_packages if p not in extra]
+    if SparkSession.getActiveSession() is not None or under_existing_runtime():
+        _ignored(config)
     jvm_options = f"{LOCAL_JVM_OPTIONS} {QUICK_COMPILER}" if quick_compiler else LOCAL_JVM_OPTIONS
     return get_spark(config.spark.master, conf, extra, jvm_options=jvm_options,
                      class_archive=config.spark.class_data_sharing)
+
+
+_TOLD_IGNORED: set[str] = set()
+
+
+def _ignored(config) -> None:
+    """Say once that `[spark]`'s settings for a session the product starts do not reach one that exists."""
+    ignored = [f"spark.conf ({', '.join(sorted(config.spark.conf))})" if config.spark.conf else "",
+               f"spark.extra_packages ({', '.join(config.spark.extra_packages)})" if config.spark.extra_packages else ""]
+    said = "; ".join(filter(None, ignored))
+    if said and said not in _TOLD_IGNORED:
+        _TOLD_IGNORED.add(said)
+        log.warning("%s not applied: this job runs in a Spark session that exists already (spark-submit, Databricks, "
+                    "a notebook's), which is used as it is; give them to what starts it (spark-submit --conf and "
+                    "--packages, the cluster's Spark configuration and libraries)", said)
 
 
 def quick_for_a_few_reads(config) -> bool:

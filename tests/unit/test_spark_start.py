@@ -232,3 +232,53 @@ def test_refused_statements_are_logged_with_their_trace_at_debug_only(level, sho
         logger.removeHandler(handler)
         root.setLevel(levels[0])
         logger.setLevel(levels[1])
+
+
+def _job(**spark) -> object:
+    from ticdc_delta.jobs import config as config_module
+
+    return config_module.from_mapping({
+        "kafka": {"bootstrap_servers": "localhost:1", "topics": ["t"], "group_id": "g"},
+        "target": {"path": "s3a://lake/tidb"},
+        "spark": spark,
+    })
+
+
+def test_extra_packages_and_a_spark_jars_packages_setting_add_to_the_products_own(monkeypatch):
+    # Setup: the S3 log-store recipe as object-storage.md writes it: the DynamoDB store's jar in spark.extra_packages,
+    # and (as the docs said before) one more among spark.jars.packages in [spark.conf], for an s3a:// target.
+    # Expect: the session is asked for the product's packages (the S3 connector: Delta's are get_spark's own) and
+    # both added, spark.jars.packages no longer among its settings (it replaced Delta and hadoop-aws before, and
+    # the jar cache of the product's list was then marked complete without them); a bad coordinate is exit 2.
+    from ticdc_delta.exceptions import ConfigError
+
+    asked = {}
+
+    def get_spark(master, conf, packages, **_):
+        asked.update(conf=dict(conf), packages=list(packages))
+
+    monkeypatch.setattr(session, "get_spark", get_spark)
+    monkeypatch.setattr(session, "under_existing_runtime", lambda: False)
+    config = _job(extra_packages=["io.delta:delta-storage-s3-dynamodb:3.3.2"],
+                  conf={"spark.jars.packages": "org.example:store:1.0", "spark.delta.logStore.s3a.impl": "X"})
+    session.spark_for(config)
+    assert asked["packages"] == [session.hadoop_aws_package(), "io.delta:delta-storage-s3-dynamodb:3.3.2",
+                                 "org.example:store:1.0"]
+    assert "spark.jars.packages" not in asked["conf"] and asked["conf"]["spark.delta.logStore.s3a.impl"] == "X"
+    with pytest.raises(ConfigError, match="spark.extra_packages: 'delta-storage' is not group:artifact:version"):
+        _job(extra_packages=["delta-storage"])
+
+
+def test_settings_for_a_session_the_product_starts_are_said_once_to_be_ignored_where_one_exists(monkeypatch, caplog):
+    # Setup: spark-submit (a session exists: the runtime's is used as it is) with [spark.conf] and extra packages.
+    # Expect: one WARNING naming them and where to give them instead, however many runs start (continuous mode).
+    monkeypatch.setattr(session, "get_spark", lambda *a, **k: None)
+    monkeypatch.setattr(session, "under_existing_runtime", lambda: True)
+    config = _job(extra_packages=["io.delta:delta-storage-s3-dynamodb:3.3.2"], conf={"spark.sql.shuffle.partitions": "4"})
+    caplog.set_level(logging.WARNING, logger="ticdc_delta.jobs.session")
+    session.spark_for(config)
+    session.spark_for(config)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("spark.conf (spark.sql.shuffle.partitions); spark.extra_packages "
+                           "(io.delta:delta-storage-s3-dynamodb:3.3.2) not applied: this job runs in a Spark session")
+    assert "spark-submit --conf and --packages" in line
