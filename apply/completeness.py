@@ -8,25 +8,29 @@ What TiCDC sends where (pingcap/tiflow `cdc/sink/dmlsink/mq/dispatcher/event_rou
 a row to its table's topic; a DDL to the topic of the table's old name (a CREATE: the new name's), to every
 partition (canal and canal-json: partition 0 only); a checkpoint (the watermark) to every partition of the
 topics of the tables replicated now and of the default topic, written only once every event at or below it
-is in Kafka, on every topic. So after a DROP TABLE or a RENAME away, the old name's topic never gets another
-watermark, and a topic created for a new table has none before its first.
+is in Kafka, on every topic, and any topic it needs created. So after a DROP TABLE or a RENAME away, the old
+name's topic never gets another watermark, and a topic created for a new table has none before its first.
 
-Three kinds of evidence, per partition:
+Two kinds of evidence, per partition:
 
 - its watermarks: complete through the highest one read;
-- a DDL copy on a topic that carries one table as far as this consumer has seen (a topic per table): TiCDC
-  writes a table's DDL only after every earlier change of the table, so the partition is complete through
-  the DDL's commitTs. Canal's DDL comes to partition 0 only: the other partitions are complete through it
-  once read up to their end offsets as looked up after the DDL was read;
-- a look at its end offset, for a topic none of whose partitions has the newest watermark read anywhere (W):
-  every event at or below W was in Kafka before TiCDC wrote W, so a partition read up to the end offset it
-  had at a look made after W was read is complete through W. A topic that gets no more watermarks (its
-  table dropped or renamed away, or left the changefeed; a new topic before its first) then stops holding
-  the others back once read to its end, and holds them again when something new comes. This needs the
-  topics read to be one changefeed's: another changefeed's watermark says nothing of these topics. A topic
-  whose watermarks still come waits for them on every partition, as before there were looks.
+- a look at its end offset, for a topic that gets no watermarks (one where a DROP or a RENAME away was read,
+  one with none read in this process, one whose newest lags the newest read anywhere by more than
+  `SILENT_LAG_MS` of upstream time): every event at or below the newest watermark read anywhere (W) was in
+  Kafka before TiCDC wrote W, so a partition read up to the end offset it had at a look made after W was read
+  is complete through W. Such a topic then stops holding the others back once read to its end, and holds them
+  again when something new comes. This needs the topics read to be one changefeed's (another changefeed's
+  watermark says nothing of them) and TiCDC's default `required-acks=-1` (what it acknowledged is what a
+  consumer can read). A topic whose watermarks come waits for them.
 
-The watermarks read (not the other evidence) are what a restart may assume (`safe` / `restore`).
+A DDL copy says nothing of other tables' earlier rows on its topic (TiCDC blocks only the DDL's tables while it
+writes it), so it is no evidence: the next watermark, or a look, completes its partitions.
+
+Topics found by pattern: a watermark may also cover events on a topic created since the topics were last
+listed, so the release is capped at the newest watermark read before the last listing (`listed`); the job
+lists them again whenever the release would pass it.
+
+The watermarks read (not the looks) are what a restart may assume (`safe` / `restore`).
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ log = logging.getLogger(__name__)
 # What a topic carries, as far as this consumer has seen: one table (its name), several, or none any more.
 _SEVERAL = "several"
 _RETIRED = "retired"  # its one table was dropped or renamed away (a DDL on it said so)
+# A topic whose newest watermark is this far (upstream milliseconds) behind the newest read anywhere has stopped
+# getting them (TiCDC sends one to every replicated table's topic each time its checkpoint moves, about every
+# second): it is looked at.
+SILENT_LAG_MS = 30_000
+_LOGICAL_BITS = 18
+_NO_CAP = 1 << 64
 
 
 @dataclass(slots=True)
@@ -50,8 +60,9 @@ class PartitionProgress:
     # (offset, watermark) of watermark messages not yet behind the committed offset: what a restart from a
     # given offset may safely assume.
     observations: list[tuple[int, int]] = field(default_factory=list)
-    mark: int = 0  # complete through this by other evidence: a DDL copy, a look at its end offset
+    mark: int = 0  # complete through this by a look at its end offset
     looks: list[tuple[int, int]] = field(default_factory=list)  # (end offset, value): see `Completeness.looked`
+    read_one: bool = False  # a watermark was read on it in this process (not only restored)
 
     @property
     def through(self) -> int:
@@ -70,20 +81,19 @@ class Holder:
 class Completeness:
     """Per partition, the commitTs through which it is complete; the lowest is how far events may be released."""
 
-    def __init__(self, partitions: Mapping[str, Iterable[int]], *, ddl_on_every_partition: bool = True,
-                 silent_rounds: int = 0) -> None:
-        """`ddl_on_every_partition`: the protocol broadcasts a DDL (all but canal). `silent_rounds`: warn once of a
-        topic of a known table that got no watermark in that many rounds in which others advanced (0: never)."""
+    def __init__(self, partitions: Mapping[str, Iterable[int]], *, silent_rounds: int = 0, capped: bool = False) -> None:
+        """`silent_rounds`: warn once of a topic of a known table that got no watermark in that many rounds while
+        read to its end (0: never). `capped`: the topics are found by pattern (`listed`)."""
         self._progress = {TopicPartition(t, p): PartitionProgress() for t, ids in partitions.items() for p in ids}
         self._of_topic: dict[str, list[TopicPartition]] = {}
         for tp in self._progress:
             self._of_topic.setdefault(tp.topic, []).append(tp)
-        self._ddl_everywhere = ddl_on_every_partition
         self._newest = 0  # the newest watermark read on any partition
         self._carries: dict[str, object] = {}  # topic -> its one table, _SEVERAL or _RETIRED
-        self._seals: dict[TopicPartition, int] = {}  # canal: a DDL on partition 0 its siblings wait to be read to
+        self._removal_read: set[str] = set()  # topics a DROP or a RENAME away was read on
+        self._cap = 0 if capped else _NO_CAP
         self._silent_rounds = silent_rounds
-        self._quiet: dict[str, int] = {}  # topic -> rounds without a watermark while others advanced
+        self._quiet: dict[str, int] = {}  # topic -> rounds without a watermark while read to its end
         self._warned: set[str] = set()
 
     # --- evidence -------------------------------------------------------------------------------------
@@ -94,6 +104,7 @@ class Completeness:
         if progress is None:
             log.warning("watermark from unassigned partition %s ignored", mark.position)
             return
+        progress.read_one = True
         if mark.commit_ts < progress.watermark:
             # A replay (TiCDC or consumer restart): watermarks never move back.
             log.info("ignoring watermark %d at %s below current %d (replay)", mark.commit_ts, mark.position,
@@ -106,34 +117,22 @@ class Completeness:
         self._quiet.pop(tp.topic, None)
 
     def table_seen(self, topic: str, table: TableName) -> None:
-        """A row of `table` was read on `topic`."""
+        """A change of `table` was read on `topic`."""
         known = self._carries.get(topic)
         if known is not table and known != table and known is not _SEVERAL:
             self._carries[topic] = table if known is None or known is _RETIRED else _SEVERAL
 
     def schema_change(self, change: SchemaChange) -> None:
-        """A copy of a DDL read (every copy, before duplicates are dropped)."""
-        pos = change.position
+        """A copy of a DDL read (every copy, before duplicates are dropped): its topic's table; and a DROP or a
+        RENAME away makes the topic one to look at (no watermark comes there after it)."""
         # The topic of the table's old name carries a RENAME; any other DDL, its own table's.
-        table = change.previous_name or change.table
-        self.table_seen(pos.topic, table)
-        if change.commit_ts <= 0 or self._carries.get(pos.topic) != table:
-            return  # (a topic of several tables: the DDL says nothing of the others' rows)
-        tp = pos.topic_partition
-        progress = self._progress.get(tp)
-        if progress is None:
-            return
-        progress.mark = max(progress.mark, change.commit_ts)
-        if not self._ddl_everywhere:
-            for sibling in self._of_topic[pos.topic]:
-                if sibling != tp:
-                    self._seals[sibling] = max(self._seals.get(sibling, 0), change.commit_ts)
+        self.table_seen(change.position.topic, change.previous_name or change.table)
+        if _removes(change):
+            self._removal_read.add(change.position.topic)
 
     def removed(self, change: SchemaChange) -> None:
         """A DDL that took its table off its topic (DROP, RENAME away) was applied: the topic may stay silent."""
-        if change.kind is SchemaChangeKind.DROP or (
-            change.kind is SchemaChangeKind.RENAME and change.previous_name not in (None, change.table)
-        ):
+        if _removes(change):
             topic = change.position.topic
             if self._carries.get(topic) == (change.previous_name or change.table):
                 self._carries[topic] = _RETIRED
@@ -142,28 +141,29 @@ class Completeness:
 
     def looks_wanted(self) -> dict[TopicPartition, int]:
         """Partitions whose end offset is worth looking up now, and the value a look would give each once read
-        up to it: the newest watermark (or a canal DDL's commitTs) where that is above what it is complete
-        through and no earlier look already promises as much."""
-        wanted = {}
-        for tps in self._of_topic.values():
-            # A topic whose watermarks still come (one of its partitions has the newest) waits for them on every
-            # partition: TiCDC sends each watermark to all of a topic's partitions, and this way nothing rests
-            # on the order TiCDC writes different partitions in (which a producer acknowledging before every
-            # replica has a message, required-acks=1, would not keep through a leader's loss).
-            watermark = max(self._progress[tp].watermark for tp in tps)
+        up to it: the newest watermark, for the partitions of topics that get no watermarks (the module
+        docstring) below it, where no earlier look already promises as much."""
+        wanted: dict[TopicPartition, int] = {}
+        target = self._newest
+        for topic, tps in self._of_topic.items():
+            if not self._silent(topic, tps):
+                continue
             for tp in tps:
                 progress = self._progress[tp]
-                target = self._newest
-                sealed = self._seals.get(tp)
-                if sealed is not None:
-                    if sealed <= progress.through:
-                        del self._seals[tp]
-                    elif sealed > target:
-                        target = sealed
-                if target > progress.through and watermark < target \
-                        and not any(value >= target for _, value in progress.looks):
+                if target > progress.through and not any(value >= target for _, value in progress.looks):
                     wanted[tp] = target
         return wanted
+
+    def _silent(self, topic: str, tps: list[TopicPartition]) -> bool:
+        """Whether `topic` gets no watermarks: a DROP or RENAME away was read on it, none was read on it in this
+        process, or its newest lags the newest read anywhere by more than SILENT_LAG_MS."""
+        if topic in self._removal_read:
+            return True
+        progress = [self._progress[tp] for tp in tps]
+        if not any(p.read_one for p in progress):
+            return True
+        lag = (self._newest >> _LOGICAL_BITS) - (max(p.watermark for p in progress) >> _LOGICAL_BITS)
+        return lag > SILENT_LAG_MS
 
     def looked(self, ends: Mapping[TopicPartition, int], wanted: Mapping[TopicPartition, int]) -> None:
         """End offsets looked up after `wanted` was asked: each partition is complete through its wanted value
@@ -188,11 +188,27 @@ class Completeness:
                     kept.append((end, value))
             progress.looks = kept
 
+    # --- topics found by pattern ----------------------------------------------------------------------------
+
+    def needs_listing(self) -> bool:
+        """Whether the release would pass the newest watermark read before the topics were last listed: a topic
+        created since may hold events below the watermarks read after it (`listed`)."""
+        return self._uncapped() > self._cap
+
+    def listed(self, newest: int) -> None:
+        """The topics were listed, and none is new, after the watermarks through `newest` were read."""
+        if self._cap != _NO_CAP and newest > self._cap:
+            self._cap = newest
+
     # --- how far ----------------------------------------------------------------------------------------
+
+    def _uncapped(self) -> int:
+        return min((p.through for p in self._progress.values()), default=0)
 
     def limit(self) -> int:
         """The commitTs through which every partition is complete: events up to it may be released."""
-        return min((p.through for p in self._progress.values()), default=0)
+        uncapped = self._uncapped()
+        return uncapped if uncapped <= self._cap else self._cap
 
     def topic_limits(self) -> dict[str, int]:
         """Per topic, the commitTs through which all its partitions are complete."""
@@ -204,7 +220,7 @@ class Completeness:
 
     def holders(self) -> list[Holder]:
         """The partitions at the lowest point: what the release waits for."""
-        limit = self.limit()
+        limit = self._uncapped()
         return [Holder(tp, p.through, p.watermark) for tp, p in sorted(self._progress.items()) if p.through == limit]
 
     def partitions(self) -> list[TopicPartition]:
@@ -261,3 +277,9 @@ class Completeness:
                 self._warned.add(topic)
                 silent.append((topic, last, self._newest))
         return silent
+
+
+def _removes(change: SchemaChange) -> bool:
+    """A DROP, or a RENAME away from the name whose topic carries it."""
+    return change.kind is SchemaChangeKind.DROP or (
+        change.kind is SchemaChangeKind.RENAME and change.previous_name not in (None, change.table))

@@ -6,8 +6,7 @@ event with commitTs <= W for that partition has been sent before it. With a
 topic per table, a table's DDL goes to the topic of its old name and its later
 rows to the new name's (a RENAME), so an event is complete only once *every*
 partition read is complete through its commitTs (`apply.completeness`: by
-watermarks, a one-table topic's DDL copies, and looks at end offsets for
-topics that get no more watermarks). Complete events are released in
+watermarks, and looks at end offsets for topics that get no more watermarks). Complete events are released in
 (commitTs, arrival) order across all topics: a DDL before every later change,
 whichever topic carries it.
 
@@ -181,11 +180,12 @@ def gate_for(
     *,
     max_in_memory: int = 50_000,
     spill_dir: str | None = None,
-    ddl_on_every_partition: bool = True,
     silent_rounds: int = 0,
+    topics_by_pattern: bool = False,
 ) -> Gate:
-    """The gate of a protocol's ordering, over every partition of its topics."""
-    completeness = Completeness(partitions, ddl_on_every_partition=ddl_on_every_partition, silent_rounds=silent_rounds)
+    """The gate of a protocol's ordering, over every partition of its topics (`topics_by_pattern`: more may
+    appear, `Completeness.listed`)."""
+    completeness = Completeness(partitions, silent_rounds=silent_rounds, capped=topics_by_pattern)
     if ordering is Ordering.COMMIT_TS:
         return WatermarkGate(partitions, max_in_memory=max_in_memory, spill_dir=spill_dir, completeness=completeness)
     return ArrivalGate(partitions, completeness=completeness)

@@ -233,9 +233,9 @@ class Routes:
             holder = self._holders.get(compared)
             if holder is not None and holder != table:
                 other = self._taken.get(holder) or target
-                same = f"to {target};" if other == target else f"to {other} and {target}, one table where names ignore case;"
+                where = target if other == target else f"{other} and {target}, one table where names ignore case"
                 raise ConfigError(
-                    f"tables: {table} and {holder} are both routed {same} one upstream table to one target "
+                    f"tables: {table} and {holder} are both routed to {where}; one upstream table to one target "
                     "(each has its own applied point): change the rules so that their targets differ"
                 )
             self._holders[compared] = table

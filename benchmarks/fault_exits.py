@@ -147,7 +147,8 @@ def _command_of(path: str, venv: Path, launcher: str, config: Path, work: Path) 
         return [str(venv / "bin" / "python"), str(script), str(config)]
     if path == "demo":
         return _command(venv, launcher, "demo", "--workdir", str(work / f"demo-{uuid.uuid4().hex[:8]}"))
-    arguments = {"tables": ["tables", "--json"], "status": ["status", "--json"], "as-of": ["as-of", "--json"],
+    now = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())  # (every table's newest applied point: it is before now)
+    arguments = {"tables": ["tables", "--json"], "status": ["status", "--json"], "as-of": ["as-of", "--time", now, "--json"],
                  "maintain": ["maintain", "--json"], "replay": ["replay-dead-letters"],
                  "snapshot": ["snapshot", "--from", str(config.parent / "export")]}[path]
     return _command(venv, launcher, *arguments, "--config", str(config))

@@ -131,6 +131,9 @@ class KafkaSource:
         self.topic_ids: dict[str, str] = {}
         self.recreated: set[str] = set()
         self._admin = None  # made at the first look at topic ids
+        # Kafka said a partition's topic is unknown since the last look at the topics (deleted, perhaps created
+        # again): the job looks at them at once (`jobs.pipeline`).
+        self.topic_gone = False
 
     # --- authentication -------------------------------------------------------------------------
 
@@ -277,28 +280,33 @@ class KafkaSource:
         from confluent_kafka import TopicCollection
         from confluent_kafka.admin import AdminClient
 
+        ids: dict[str, str] = {}
         try:
             if self._admin is None:
                 self._admin = AdminClient({k: v for k, v in self._settings.items() if k not in _CONSUMER_ONLY})
             futures = self._admin.describe_topics(TopicCollection(topics), request_timeout=_METADATA_TIMEOUT)
-            ids = {}
-            for topic, future in futures.items():
-                described = future.result(_METADATA_TIMEOUT)
-                if described.topic_id is not None:
-                    ids[topic] = str(described.topic_id)
-            return ids
         except Exception as err:  # noqa: BLE001 - what the brokers would not tell: recreated topics known by offsets only
             log.info("Kafka: topic ids not read (%s): a topic deleted and created again is known by its offsets only", err)
-            return {}
+            return ids
+        for topic, future in futures.items():
+            try:
+                described = future.result(_METADATA_TIMEOUT)
+            except Exception as err:  # noqa: BLE001 - this topic's alone (deleted meanwhile, not allowed)
+                log.debug("Kafka: the id of %s not read: %s", topic, err)
+                continue
+            if described.topic_id is not None:
+                ids[topic] = str(described.topic_id)
+        return ids
 
     def expect_topic_ids(self, ids: Mapping[str, str]) -> None:
         """The topic ids a checkpoint saved: a topic whose id differs now is read from its start (`plan`)."""
         self._expected_ids = dict(ids)
 
-    def partitions_changed(self, opened: Mapping[str, list[int]]) -> str:
+    def partitions_changed(self, opened: Mapping[str, list[int]], *, ids: bool = True) -> str:
         """What differs between the partitions read (`opened`, as `open` or `plan` returned them) and those
-        `kafka.topic_pattern` matches now: a topic created or deleted, partitions added ("" if nothing, or if the
-        topics are a fixed list)."""
+        `kafka.topic_pattern` matches now: a topic created or deleted, partitions added, and (`ids`) a topic
+        deleted and created again ("" if nothing, or if the topics are a fixed list)."""
+        self.topic_gone = False
         if not self._config.topic_pattern:
             return ""
         try:  # (not `_metadata`, which may consume while partitions are assigned: one look, or none this time)
@@ -311,8 +319,10 @@ class KafkaSource:
         created = sorted(set(now) - set(opened))
         deleted = sorted(set(opened) - set(now))
         grown = sorted(t for t in set(now) & set(opened) if set(now[t]) - set(opened[t]))
-        ids = self._ids_of(set(now) & set(opened) & set(self.topic_ids))
-        again = sorted(t for t, topic_id in ids.items() if topic_id != self.topic_ids.get(t))
+        again = []
+        if ids:
+            found = self._ids_of(set(now) & set(opened) & set(self.topic_ids))
+            again = sorted(t for t, topic_id in found.items() if topic_id != self.topic_ids.get(t))
         changes = [f"{what} {', '.join(topics)}" for what, topics in
                    (("new topics", created), ("deleted topics", deleted), ("new partitions of", grown),
                     ("topics deleted and created again", again)) if topics]
@@ -413,9 +423,10 @@ class KafkaSource:
         partitions = self.partitions()
         tps = [KafkaPartition(t, p) for t, ids in partitions.items() for p in ids]
         committed = {TopicPartition(c.topic, c.partition): c.offset for c in self._group_commits(tps)}
-        self.topic_ids = self._ids_of(partitions)
-        self.recreated = {t for t, topic_id in self.topic_ids.items()
-                          if self._expected_ids.get(t, topic_id) != topic_id}
+        found = self._ids_of(partitions)
+        self.recreated = {t for t, topic_id in found.items() if self._expected_ids.get(t, topic_id) != topic_id}
+        # (a topic whose id was not read this time keeps the one saved: a later recreation is still told)
+        self.topic_ids = {**{t: i for t, i in self._expected_ids.items() if t in partitions}, **found}
         ranges, starts = {}, {}
         for tp in tps:
             key = TopicPartition(tp.topic, tp.partition)
@@ -493,8 +504,11 @@ class KafkaSource:
             error = message.error()
             if error is None:
                 delivered.append(message)
-            elif error.code() == KafkaError._PARTITION_EOF or self._deleted(error):
-                continue  # (a deleted topic: the next look at the topics drops it)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                continue
+            elif self._deleted(error):
+                self.topic_gone = True  # (the next look at the topics drops it: the job looks at once)
+                continue
             elif error.fatal() or not error.retriable():
                 raise SourceError(f"reading {message.topic()}[{message.partition()}] failed: {error}")
             else:

@@ -51,7 +51,7 @@ from ticdc_delta.jobs.config import SPARK_WRITER, Config, TargetConfig
 from ticdc_delta.jobs.intake import DriverIntake, Intake, Reading
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.live_progress import ProgressLine
-from ticdc_delta.jobs.runtime import settle, targets_case_sensitive
+from ticdc_delta.jobs.runtime import check_session, settle, targets_case_sensitive
 from ticdc_delta.jobs.waits import Wait, WaitWarnings, waits
 from ticdc_delta.jobs.waits import encode as encode_waits
 from ticdc_delta.schema_cache.decoder import Decoder
@@ -150,6 +150,7 @@ class Pipeline:
         # those this run wrote (a table nothing was written to gains no file; `ticdc-delta maintain` does all)
         self._maintenance = maintenance
         self._waits: list[Wait] = []  # what the last batch left waiting, and for what (saved with the checkpoint)
+        self._topics_changed = ""  # topics found by pattern changed since the run began (it ends at this batch)
         self._wait_warnings = WaitWarnings(config.run.wait_warning_seconds)
 
     @classmethod
@@ -162,6 +163,7 @@ class Pipeline:
         """
         tag = commit_tag(config.target)  # (the target as configured: what a run's look at the commits compares)
         config = settle(config, spark)
+        check_session(config, spark)
         sql = SqlSession(spark)
         locator = locator_for(config)
         # The lease is renewed on a session of its own (a heartbeat thread), so a long
@@ -220,7 +222,7 @@ class Pipeline:
             dead_letters=DeadLetterTable(sql, locator, config.kafka.group_id),
             gate_factory=functools.partial(
                 gate_for, max_in_memory=run.max_pending_events, spill_dir=run.spill_dir or None,
-                ddl_on_every_partition=decoder.ddl_on_every_partition, silent_rounds=run.silent_topic_rounds,
+                silent_rounds=run.silent_topic_rounds, topics_by_pattern=bool(config.kafka.topic_pattern),
             ),
             times=times,
             stop=stop,
@@ -273,6 +275,8 @@ class Pipeline:
             # (a topic deleted and created again: its old watermarks say nothing of the new one)
             self._gate.restore({tp: ts for tp, ts in checkpoint.watermarks.items() if tp.topic not in self._source.recreated})
             self._resumed = (dict(checkpoint.offsets), dict(checkpoint.watermarks))
+        # The topics were listed just now (`open`), after every watermark restored was read.
+        self._gate.completeness.listed(self._gate.completeness.newest())
         self._committed = self._source.next_offsets()
         self._note_applied(self._gate.limits(), [])  # a restored gate: applied by earlier runs
         if self._progress is not None:
@@ -287,7 +291,7 @@ class Pipeline:
         watch_topics = not until_idle and bool(self._config.kafka.topic_pattern)
         next_topic_look = time.monotonic() + self._config.kafka.topic_refresh_seconds
         while not self._stop.is_set():
-            if watch_topics and time.monotonic() >= next_topic_look:
+            if watch_topics and (time.monotonic() >= next_topic_look or self._source.topic_gone):
                 next_topic_look = time.monotonic() + self._config.kafka.topic_refresh_seconds
                 result.topics_changed = self._source.partitions_changed(self._opened)
                 if result.topics_changed:
@@ -298,6 +302,10 @@ class Pipeline:
             summary, dead_letters = self._process(messages, result)
             if messages or summary:
                 self._record(len(messages), summary, dead_letters, result, began, spent)
+            if self._topics_changed:
+                result.topics_changed = self._topics_changed
+                log.info("kafka.topic_pattern: %s; reading them from the checkpoint", result.topics_changed)
+                break
             # Idle means polls that brought nothing: a batch that takes long to apply is not idleness,
             # nor is a broker that does not answer (the source raises once that lasts too long).
             if messages or self._source.waiting_for_broker():
@@ -376,9 +384,11 @@ class Pipeline:
         return summary, len(errors)
 
     def _look_at_end_offsets(self) -> None:
-        """Look up the end offsets of partitions that lag the newest watermark (or a canal DDL): read up to them,
-        they are complete through it though no watermark comes (a topic whose table was dropped or renamed away,
-        a new topic before its first: `apply.completeness`)."""
+        """Look up the end offsets of partitions of topics that get no watermarks: read up to them, they are complete
+        through the newest watermark (a topic whose table was dropped or renamed away, a new topic before its
+        first: `apply.completeness`). Topics found by pattern: list them again where the release would pass the
+        newest watermark read before they were last listed; a new one ends the run at this batch's checkpoint,
+        to read it from there (`runs`)."""
         completeness = self._gate.completeness
         if self._decoder.ordering is not Ordering.COMMIT_TS:
             return
@@ -387,6 +397,14 @@ class Pipeline:
             with self._times.phase("kafka_poll"):
                 completeness.looked(self._source.end_offsets_now(wanted), wanted)
         completeness.read_up_to(self._source.next_offsets())
+        if self._config.kafka.topic_pattern and completeness.needs_listing() and not self._topics_changed:
+            newest = completeness.newest()  # (read before the listing)
+            with self._times.phase("kafka_poll"):
+                changed = self._source.partitions_changed(self._opened, ids=False)
+            if changed:
+                self._topics_changed = changed
+            else:
+                completeness.listed(newest)
 
     def _note_applied(self, through: Mapping[str, int], events: list, holds: Mapping[TableName, int] | None = None) -> None:
         """Move the applied commitTs on: everything through it is in the tables.
@@ -504,8 +522,9 @@ class Pipeline:
 
 
 def runs(config: Config, spark, *, stop: threading.Event | None = None) -> Iterator[RunResult]:
-    """The job's runs, each result as it ends: one, or in continuous mode with `kafka.topic_pattern` another
-    from the checkpoint each time the matching topics change, until one ends otherwise (a stop, an error)."""
+    """The job's runs, each result as it ends: one, or with `kafka.topic_pattern` another from the checkpoint
+    each time the matching topics change (continuous mode's look every `topic_refresh_seconds`, or a release
+    that must know them first), until one ends otherwise (a stop, an error)."""
     while True:
         result = Pipeline.from_config(config, spark, stop=stop).run()
         yield result

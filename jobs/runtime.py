@@ -22,16 +22,14 @@ _S3_SCHEMES = ("s3a", "s3", "s3n")
 
 
 def settle(config: Config, spark) -> Config:
-    """`config` as this session places it, checked against what the session can honour: what every command does
-    with its session before any table is read or written.
+    """`config` as this session places it: what every command does with its session before any table is read or
+    written (`run` then also checks what the session can honour: `check_session`).
 
     A target path is qualified once, as Spark's Hadoop configuration resolves it: `/lake` is `file:/lake` on a
     local session and `hdfs://namenode/lake` (or `dbfs:/lake`, `viewfs://...`) where `fs.defaultFS` says so.
     delta-rs, which knows the local disk only, then writes a target only where that gives `file:`; under Spark
     Connect (no Hadoop configuration to ask) a path without a scheme is left to Spark. Said once, at INFO."""
-    settled = _placed(config, spark)
-    check_session(settled, spark)
-    return settled
+    return _placed(config, spark)
 
 
 _SAID: set[tuple[str, str | None]] = set()  # (path, where) said already: a continuous job's runs each settle

@@ -39,6 +39,7 @@ class Wait:
     table: TableName
     kind: str  # "row", or a DDL's kind
     waits_for: str
+    on_partitions: bool = False  # it waits for partitions to be complete (not for a schema)
 
     def to_json(self) -> dict:
         return {"partition": str(self.partition), "events": self.events, "oldest_ts": self.oldest_ts,
@@ -69,7 +70,8 @@ def waits(waiting: Mapping[TopicPartition, Waiting], parked: Iterable[ParkedMess
     for tp, w in sorted(waiting.items()):
         needs_watermark = limit is not None and w.oldest_ts > limit
         out.append(Wait(tp, w.events, w.oldest_ts, w.table, w.kind,
-                        holding if needs_watermark else f"a message of its table parked for {_SCHEMA}"))
+                        holding if needs_watermark else f"a message of its table parked for {_SCHEMA}",
+                        on_partitions=needs_watermark))
     oldest_parked: dict[TopicPartition, tuple[int, ParkedMessage]] = {}
     for message in parked:
         tp = message.position.topic_partition
@@ -125,7 +127,7 @@ class WaitWarnings:
             age = age_seconds(wait.oldest_ts, newest)
             if age <= self._seconds or wait.table in self._named:
                 continue
-            if wait.waits_for != _SCHEMA and holders & unread:
+            if wait.on_partitions and holders & unread:
                 continue  # (what holds it is still being read)
             self._named.add(wait.table)
             log.warning(

@@ -27,9 +27,6 @@ class Decoder(Protocol):
     # Whether an INSERT is always of a key upstream lacked just before it (not where an update may come as an
     # insert: Open Protocol without old values). The applier then appends a run of new keys instead of merging it.
     inserts_are_new: bool
-    # Whether TiCDC sends this protocol's DDL to every partition of its topic (all but canal and canal-json, which
-    # send it to partition 0: pingcap/tiflow event_router.go `GetDLLDispatchRuleByProtocol`).
-    ddl_on_every_partition: bool
 
     def decode(self, message: RawMessage) -> list[Event]: ...
 
@@ -59,7 +56,6 @@ class SelfDescribing:
     Subclasses implement `_decode`; `decode` runs it at the bad-input boundary.
     """
 
-    ddl_on_every_partition = True
 
     def decode(self, message: RawMessage) -> list[Event]:
         return decoding(message, self._decode)
@@ -91,7 +87,6 @@ class Parking:
     """
 
     _parking: ParkingLot
-    ddl_on_every_partition = True
 
     def decode(self, message: RawMessage) -> list[Event]:
         return decoding(message, self._decode)

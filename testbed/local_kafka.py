@@ -153,9 +153,9 @@ class LocalKafka:
     def __init__(self, data_dir: Path | str, port: int | None = None, sasl_ssl: SaslSslListener | None = None) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.port = port or free_port()
-        self._controller_port = free_port()
+        self._controller_port = free_port(besides=(self.port,))
         self._sasl_ssl = sasl_ssl
-        self.sasl_ssl_port = (sasl_ssl.port or free_port()) if sasl_ssl else None
+        self.sasl_ssl_port = (sasl_ssl.port or free_port(besides=(self.port, self._controller_port))) if sasl_ssl else None
         self._process: subprocess.Popen | None = None
 
     @property

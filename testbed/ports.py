@@ -26,11 +26,14 @@ def _below_ephemeral() -> tuple[int, int]:
     return 10000, max(10001, first - 1)
 
 
-def free_port() -> int:
-    """A port below the ephemeral range that nothing on 127.0.0.1 listens on now."""
+def free_port(*, besides: tuple[int | None, ...] = ()) -> int:
+    """A port below the ephemeral range that nothing on 127.0.0.1 listens on now, and none of `besides` (ports
+    taken for the same server and not bound yet: two picks once gave a broker's two listeners one port)."""
     low, high = _below_ephemeral()
     for _ in range(200):
         port = random.randint(low, high)
+        if port in besides:
+            continue
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))

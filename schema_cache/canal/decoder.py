@@ -58,7 +58,6 @@ _WITH_EXTENSION = CanalJsonOptions(enable_tidb_extension=True)
 
 class CanalJsonDecoder(SelfDescribing):
     inserts_are_new = True  # only where ordered by commitTs (TiCDC's extension): the applier's condition
-    ddl_on_every_partition = False  # TiCDC sends canal-json's DDL to partition 0
 
     def __init__(self, options: CanalJsonOptions = _WITH_EXTENSION, types: TypeOptions = DEFAULT_OPTIONS) -> None:
         # Without the extension there is no commitTs and no watermark: offset order.
