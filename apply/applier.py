@@ -16,9 +16,9 @@ offsets, recorded on its own Delta commits, see `apply.progress`) is read
 once, and events it covers are skipped.
 
 With a table registry, the tables a batch may create are registered before
-anything of the batch is written (`apply.table_registry`).
+anything of the batch is written (`apply.places.registry`).
 
-Tables chosen for history also feed their history table (`apply.history`),
+Tables chosen for history also feed their history table (`apply.changes.history`),
 which records its own applied point: an event is skipped as a replay only
 when both hold it, and each gets the events it lacks.
 """
@@ -33,17 +33,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ticdc_delta.apply.changes import RowChanges, TableChanges, as_delete_of, covers, key_signature, point_after
-from ticdc_delta.apply.delta_writer import ADDITIVE_ONLY, DeltaWriter, Evolution
-from ticdc_delta.apply.history import IS_CURRENT, HistoryChoice, history_schema
-from ticdc_delta.apply.identifiers import quote
-from ticdc_delta.apply.merge_source import MergeSource, SourceRows
-from ticdc_delta.apply.metrics import PhaseTimes
-from ticdc_delta.apply.points import AppliedPoint, PendingBackfill
-from ticdc_delta.apply.routing import Routes
-from ticdc_delta.apply.table_pool import TablePool
-from ticdc_delta.apply.table_registry import TableRegistry
-from ticdc_delta.apply.tombstones import Removal, Tombstones
+from ticdc_delta.apply.base.identifiers import quote
+from ticdc_delta.apply.base.phases import PhaseTimes
+from ticdc_delta.apply.changes.history import IS_CURRENT, HistoryChoice, history_schema
+from ticdc_delta.apply.changes.merge_source import MergeSource, SourceRows
+from ticdc_delta.apply.changes.table_changes import (
+    RowChanges,
+    TableChanges,
+    as_delete_of,
+    covers,
+    key_signature,
+    point_after,
+)
+from ticdc_delta.apply.own_tables.tombstones import Removal, Tombstones
+from ticdc_delta.apply.places.registry import TableRegistry
+from ticdc_delta.apply.places.routing import Routes
+from ticdc_delta.apply.tables.points import AppliedPoint, PendingBackfill
+from ticdc_delta.apply.writers.delta_writer import ADDITIVE_ONLY, DeltaWriter, Evolution
+from ticdc_delta.apply.writers.table_pool import TablePool
 from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import (
     Event,
@@ -126,9 +133,9 @@ class Applier:
         inserts_are_new: bool = False,
         routes: Routes | None = None,
     ) -> None:
-        """`concurrency`: how many tables' changes are merged at once (`apply.table_pool`). `inserts_are_new`:
+        """`concurrency`: how many tables' changes are merged at once (`apply.writers.table_pool`). `inserts_are_new`:
         the protocol's INSERT is always of a key upstream lacked (`Decoder.inserts_are_new`). `routes`: which
-        tables are materialized and under which names (`apply.routing`; none: all, under their own)."""
+        tables are materialized and under which names (`apply.places.routing`; none: all, under their own)."""
         self.routes = routes or Routes()
         self._ordering = ordering
         self._inserts_are_new = inserts_are_new and ordering is Ordering.COMMIT_TS
@@ -171,7 +178,7 @@ class Applier:
         holds: Mapping[TableName, int] | None = None,
     ) -> ApplySummary:
         """Apply `events` (complete, in order): row and schema changes, and changes grouped where they are
-        (`apply.changes`, the Spark engine's staged runs); `watermarks` are per topic (commitTs ordering).
+        (`apply.changes.table_changes`, the Spark engine's staged runs); `watermarks` are per topic (commitTs ordering).
 
         `holds`: per table, the commitTs of its oldest event still waiting
         elsewhere (parked for its schema): the table is applied only up to just
@@ -405,7 +412,7 @@ class Applier:
             appends += int(appended)
             state.empty = state.empty and not part.has_upserts
             state.point = point
-        with self._summary_lock:  # (tables are merged at once: `apply.table_pool`)
+        with self._summary_lock:  # (tables are merged at once: `apply.writers.table_pool`)
             self._summary.merges += len(merges)
             self._summary.appends += appends
             self._summary.merged_rows[table] += changes.count

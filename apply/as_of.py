@@ -19,7 +19,8 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ticdc_delta.apply.progress import MAINTENANCE, AppliedVersion, applied_history
+from ticdc_delta.apply.progress import AppliedVersion, applied_history
+from ticdc_delta.apply.tables.markers import MAINTENANCE
 from ticdc_delta.exceptions import ApplyError
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)

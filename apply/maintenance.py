@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from pyspark.sql import functions as F
 
-from ticdc_delta.apply.internal_tables import NO_VACUUM_LITE
-from ticdc_delta.apply.locator import TableLocator
-from ticdc_delta.apply.spark_errors import error_condition
-from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.base.errors import error_condition
+from ticdc_delta.apply.base.session import SqlSession
+from ticdc_delta.apply.own_tables.base import NO_VACUUM_LITE
+from ticdc_delta.apply.places.locator import TableLocator
 from ticdc_delta.schema_cache.events import TableName
 
 log = logging.getLogger(__name__)

@@ -39,9 +39,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from ticdc_delta.apply.collapse import NetChange
-from ticdc_delta.apply.merge_source import SourceRows
-from ticdc_delta.apply.points import AppliedPoint, TableProgress
+from ticdc_delta.apply.changes.collapse import NetChange
+from ticdc_delta.apply.changes.merge_source import SourceRows
+from ticdc_delta.apply.tables.points import AppliedPoint, TableProgress
 from ticdc_delta.schema_cache.events import (
     Event,
     Op,
@@ -67,7 +67,7 @@ _REMOVING = {SchemaChangeKind.TRUNCATE: "truncated", SchemaChangeKind.DROP: "dro
 
 
 class TableState(Protocol):
-    """What deciding needs to know of a Delta table (`apply.delta_writer.DeltaWriter` provides it)."""
+    """What deciding needs to know of a Delta table (`apply.writers.delta_writer.DeltaWriter` provides it)."""
 
     def progress(self, table: TableName) -> TableProgress: ...
 

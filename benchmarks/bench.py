@@ -376,10 +376,10 @@ def bench_handwritten(args, lake: Lake) -> None:
 
 def bench_table_size(args, lake: Lake) -> None:
     from ticdc_delta.apply.applier import Applier
-    from ticdc_delta.apply.delta_writer import DeltaWriter
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.sql_session import SqlSession
-    from ticdc_delta.apply.tombstones import Tombstones
+    from ticdc_delta.apply.base.session import SqlSession
+    from ticdc_delta.apply.own_tables.tombstones import Tombstones
+    from ticdc_delta.apply.places.locator import PathLocator
+    from ticdc_delta.apply.writers.delta_writer import DeltaWriter
     from ticdc_delta.schema_cache.events import Op, Position, RowChange, TableName
     from ticdc_delta.schema_cache.simple.table_schema import parse_table_schema
 
@@ -432,13 +432,13 @@ def bench_writers_by_size(args, lake: Lake) -> None:
     import random
     from decimal import Decimal
 
-    from ticdc_delta.apply.collapse import NetChange
-    from ticdc_delta.apply.delta_rs import DeltaRs
-    from ticdc_delta.apply.delta_writer import DeltaWriter
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.merge_source import SourceRows
-    from ticdc_delta.apply.points import AppliedPoint
-    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.apply.base.session import SqlSession
+    from ticdc_delta.apply.changes.collapse import NetChange
+    from ticdc_delta.apply.changes.merge_source import SourceRows
+    from ticdc_delta.apply.places.locator import PathLocator
+    from ticdc_delta.apply.tables.points import AppliedPoint
+    from ticdc_delta.apply.writers.delta_rs import DeltaRs
+    from ticdc_delta.apply.writers.delta_writer import DeltaWriter
     from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
 
     sizes = [int(n) for n in args.size_rows.split(",")]
@@ -501,13 +501,13 @@ def bench_writers_by_size(args, lake: Lake) -> None:
 
 
 def bench_features(args, lake: Lake) -> None:
-    from ticdc_delta.apply.collapse import NetChange
-    from ticdc_delta.apply.delta_writer import DeltaWriter, Evolution
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.merge_source import SourceRows
-    from ticdc_delta.apply.points import AppliedPoint
-    from ticdc_delta.apply.sql_session import SqlSession
-    from ticdc_delta.apply.table_features import COMPATIBLE, FULL
+    from ticdc_delta.apply.base.session import SqlSession
+    from ticdc_delta.apply.changes.collapse import NetChange
+    from ticdc_delta.apply.changes.merge_source import SourceRows
+    from ticdc_delta.apply.places.locator import PathLocator
+    from ticdc_delta.apply.tables.features import COMPATIBLE, FULL
+    from ticdc_delta.apply.tables.points import AppliedPoint
+    from ticdc_delta.apply.writers.delta_writer import DeltaWriter, Evolution
     from ticdc_delta.schema_cache.events import TableName
     from ticdc_delta.schema_cache.simple.table_schema import parse_table_schema
 
@@ -740,11 +740,11 @@ def bench_snapshot(args, lake: Lake) -> None:
 def bench_history(args, lake: Lake) -> None:
     """What a history table adds to a batch: its MERGE of every state, beside the table's of net changes."""
     from ticdc_delta.apply.applier import Applier
-    from ticdc_delta.apply.delta_writer import DeltaWriter
-    from ticdc_delta.apply.history import HistoryChoice
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.sql_session import SqlSession
-    from ticdc_delta.apply.tombstones import Tombstones
+    from ticdc_delta.apply.base.session import SqlSession
+    from ticdc_delta.apply.changes.history import HistoryChoice
+    from ticdc_delta.apply.own_tables.tombstones import Tombstones
+    from ticdc_delta.apply.places.locator import PathLocator
+    from ticdc_delta.apply.writers.delta_writer import DeltaWriter
     from ticdc_delta.schema_cache.events import Op, Position, RowChange, TableName
     from ticdc_delta.schema_cache.simple.table_schema import parse_table_schema
 

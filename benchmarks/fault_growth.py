@@ -172,7 +172,7 @@ def bounded(look_: Look, retention, consumers: int) -> list[str]:
 
 
 def _checkpoint(consumer: str, batch: int, state: bytes):
-    from ticdc_delta.apply.checkpoint import Checkpoint
+    from ticdc_delta.apply.own_tables.checkpoint import Checkpoint
     from ticdc_delta.schema_cache.events import TopicPartition
 
     offsets = {TopicPartition("growth", p): batch * 100 + p for p in range(PARTITIONS)}
@@ -239,9 +239,9 @@ def _report_times(timings: Timings, saves: int) -> None:
 
 
 def run(args: argparse.Namespace) -> bool:
-    from ticdc_delta.apply.checkpoint import CheckpointStore, Retention
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.apply.base.session import SqlSession
+    from ticdc_delta.apply.own_tables.checkpoint import CheckpointStore, Retention
+    from ticdc_delta.apply.places.locator import PathLocator
     from ticdc_delta.jobs.session import get_spark
 
     consumers = [f"growth-{i}" for i in range(1, args.growth_consumers + 1)]

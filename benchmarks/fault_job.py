@@ -135,9 +135,9 @@ def _passing(switch: KillSwitch, site: str, function):
 
 
 def install(switch: KillSwitch) -> None:
-    from ticdc_delta.apply import delta_writer
-    from ticdc_delta.apply.checkpoint import CheckpointStore
-    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.apply.base.session import SqlSession
+    from ticdc_delta.apply.own_tables.checkpoint import CheckpointStore
+    from ticdc_delta.apply.writers import delta_writer
     from ticdc_delta.jobs.intake import DriverIntake
 
     writer = delta_writer.DeltaWriter
@@ -160,7 +160,7 @@ def install(switch: KillSwitch) -> None:
 
         SqlSession.run = run
         if switch.site != "stage":  # small MERGEs committed by delta-rs (target.small_merge_writer)
-            from ticdc_delta.apply.delta_rs import DeltaRs
+            from ticdc_delta.apply.writers.delta_rs import DeltaRs
 
             DeltaRs.merge = switch.around(DeltaRs.merge, moment=moment, delay_scale=0.05)
     elif switch.site == "after_checkpoint":

@@ -236,9 +236,9 @@ def _point_key(user_metadata: str | None) -> str | None:
 
 def located(spark, target: str | Path) -> dict[tuple[str, str], str]:
     """Every table the registry says is under `target` (a folder or an s3a:// location; upstream names), and
-    its location: renamed tables stay in their folder (`apply.table_places`)."""
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.sql_session import SqlSession
+    its location: renamed tables stay in their folder (`apply.places.folders`)."""
+    from ticdc_delta.apply.base.session import SqlSession
+    from ticdc_delta.apply.places.locator import PathLocator
 
     locator = PathLocator(str(target))
     locator.load(SqlSession(spark, isolate=False))
@@ -270,7 +270,7 @@ def _table_dirs(spark, target: str | Path) -> set[str]:
 
 
 def _is_history(name: tuple[str, str]) -> bool:
-    return name[0].endswith("_history")  # `apply.history`'s default suffix
+    return name[0].endswith("_history")  # `apply.changes.history`'s default suffix
 
 
 def _history_tables(spark, target: str | Path) -> dict[tuple[str, str], str]:

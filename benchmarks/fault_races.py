@@ -1,6 +1,6 @@
 """Races: the job's small MERGEs by delta-rs while another writer compacts the same table, at random moments.
 
-The fast writer's MERGE (apply.delta_rs) reads the table, rewrites the files that may hold its keys and commits;
+The fast writer's MERGE (apply.writers.delta_rs) reads the table, rewrites the files that may hold its keys and commits;
 a compaction (delta-rs's optimize, or Spark's OPTIMIZE as `ticdc-delta maintain` and the job's passes run it)
 rewrites files without changing their rows. The compactor here Z-orders by the key, which rewrites every file
 each time (a plain OPTIMIZE skips a table already in one file, as a table the MERGEs rewrite whole soon is).
@@ -61,7 +61,7 @@ print("compactions", done, failed)
 def _held_writer(hold: float, rng: random.Random):
     """`DeltaRs`, each MERGE waiting up to `hold` seconds between its read of the table and its write: a wider
     window for a compaction to commit in (a slow Spark OPTIMIZE otherwise rarely lands inside a 50-ms MERGE)."""
-    from ticdc_delta.apply.delta_rs import DeltaRs
+    from ticdc_delta.apply.writers.delta_rs import DeltaRs
 
     class Held(DeltaRs):
         def _execute(self, table, *args):
@@ -72,7 +72,7 @@ def _held_writer(hold: float, rng: random.Random):
 
 
 class _Conflicts(logging.Handler):
-    """Counts the conflicts the MERGEs met (apply.delta_rs says each in a warning)."""
+    """Counts the conflicts the MERGEs met (apply.writers.delta_rs says each in a warning)."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -87,7 +87,7 @@ def _trial(number: int, keys: int, merges: int, compactor: str, pause: float, ho
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from ticdc_delta.apply.sql_session import CommitTags
+    from ticdc_delta.apply.base.session import CommitTags
     from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
 
     schema = TableSchema(TableName("db", f"raced{number}"), (Column("id", "INT"), Column("v", "STRING")), ("id",))
@@ -110,7 +110,7 @@ def _trial(number: int, keys: int, merges: int, compactor: str, pause: float, ho
             raise SystemExit(f"the compactor ended before its first compaction:\n{err_file.read_text()[-2000:]}")
         time.sleep(0.1)
     writer, again, next_key = _held_writer(hold, rng), 0, keys
-    conflicts, said = _Conflicts(), logging.getLogger("ticdc_delta.apply.delta_rs")
+    conflicts, said = _Conflicts(), logging.getLogger("ticdc_delta.apply.writers.delta_rs")
     level, propagate = said.level, said.propagate
     said.addHandler(conflicts)
     said.setLevel(logging.WARNING)

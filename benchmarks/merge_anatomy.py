@@ -13,7 +13,7 @@ Then the same change merged by delta-rs (no JVM) into a table the job's writer m
 MERGE of it: what a commit costs where Spark does not plan it; Spark reads that table back, checked against a model.
 
 Then what more cores give: `--anatomy-tables` tables of that size merged in rounds through the job's table pool
-(`apply.table_pool`, `--anatomy-concurrency` at once, each table once a round, as a continuous job's round over
+(`apply.writers.table_pool`, `--anatomy-concurrency` at once, each table once a round, as a continuous job's round over
 that many touched tables), by a process of its own pinned to one core and by one on every core, alternating
 (`--anatomy-pairs` of each): commits a second and the JVM's CPU seconds per commit. Their ratio is what this
 machine's second core gives a round; what more cores would give is not measured here.
@@ -101,8 +101,8 @@ def _table_of(spark, writer, locator, table, codec, rows: int) -> None:
 
 def _changes(codec, chosen: random.Random, rows: int, keys: int, stamp: int):
     """A MERGE source of `keys` changed keys over 1.5x the table's: about a third inserts, a fifth deletes."""
-    from ticdc_delta.apply.collapse import NetChange
-    from ticdc_delta.apply.merge_source import SourceRows
+    from ticdc_delta.apply.changes.collapse import NetChange
+    from ticdc_delta.apply.changes.merge_source import SourceRows
 
     changes = []
     for key in chosen.sample(range(rows * 3 // 2), keys):
@@ -114,11 +114,11 @@ def _changes(codec, chosen: random.Random, rows: int, keys: int, stamp: int):
 
 
 def bench_merge_anatomy(args, lake) -> None:
-    from ticdc_delta.apply.delta_writer import DeltaWriter
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.points import AppliedPoint
-    from ticdc_delta.apply.sql_session import SqlSession
-    from ticdc_delta.apply.table_features import COMPATIBLE, FULL
+    from ticdc_delta.apply.base.session import SqlSession
+    from ticdc_delta.apply.places.locator import PathLocator
+    from ticdc_delta.apply.tables.features import COMPATIBLE, FULL
+    from ticdc_delta.apply.tables.points import AppliedPoint
+    from ticdc_delta.apply.writers.delta_writer import DeltaWriter
     from ticdc_delta.schema_cache.events import TableName
     from ticdc_delta.schema_cache.simple.table_schema import parse_table_schema
 
@@ -208,11 +208,11 @@ def _without_jvm(args, lake, codec) -> None:
     product) into a table the job's writer made, alternating with the job's own MERGE of such a change into a
     twin: what a commit costs where no JVM plans it. Spark then reads the delta-rs table, which must equal a
     model of the changes."""
-    from ticdc_delta.apply.delta_writer import DeltaWriter
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.points import AppliedPoint
-    from ticdc_delta.apply.sql_session import SqlSession
-    from ticdc_delta.apply.table_features import COMPATIBLE
+    from ticdc_delta.apply.base.session import SqlSession
+    from ticdc_delta.apply.places.locator import PathLocator
+    from ticdc_delta.apply.tables.features import COMPATIBLE
+    from ticdc_delta.apply.tables.points import AppliedPoint
+    from ticdc_delta.apply.writers.delta_writer import DeltaWriter
     from ticdc_delta.schema_cache.events import TableName
 
     spark, rows, keys = lake.spark, args.anatomy_rows, args.anatomy_keys
@@ -354,12 +354,12 @@ def _cpu_seconds() -> float:
 def _rounds(tables: int, concurrency: int, rounds: int, rows: int, keys: int) -> dict:
     """In a process of its own (its cores chosen by the caller): `tables` tables made, one round to warm up, then
     `rounds` rounds each merging every table once through the job's table pool."""
-    from ticdc_delta.apply.delta_writer import DeltaWriter
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.points import AppliedPoint
-    from ticdc_delta.apply.sql_session import SqlSession
-    from ticdc_delta.apply.table_features import COMPATIBLE
-    from ticdc_delta.apply.table_pool import TablePool
+    from ticdc_delta.apply.base.session import SqlSession
+    from ticdc_delta.apply.places.locator import PathLocator
+    from ticdc_delta.apply.tables.features import COMPATIBLE
+    from ticdc_delta.apply.tables.points import AppliedPoint
+    from ticdc_delta.apply.writers.delta_writer import DeltaWriter
+    from ticdc_delta.apply.writers.table_pool import TablePool
     from ticdc_delta.jobs.session import get_spark
     from ticdc_delta.schema_cache.events import TableName
     from ticdc_delta.schema_cache.simple.table_schema import parse_table_schema

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from benchmarks import streams
 from benchmarks.measure import descendants, log_tail, rss_kib, section
-from ticdc_delta.apply.delta_writer import in_memory_source_settings
+from ticdc_delta.apply.writers.delta_writer import in_memory_source_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 _LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (\w+) (\S+): (.*)$")

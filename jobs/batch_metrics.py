@@ -17,8 +17,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from ticdc_delta.apply.metrics import PhaseTimes
-from ticdc_delta.apply.metrics_table import BatchRecord, MetricsTable
+from ticdc_delta.apply.base.phases import PhaseTimes
+from ticdc_delta.apply.own_tables.metrics import BatchRecord, MetricsTable
 from ticdc_delta.schema_cache.events import TopicPartition
 
 METRICS_LOGGER = "ticdc_delta.metrics"

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from ticdc_delta.apply.delta_rs import local_path
-from ticdc_delta.apply.delta_rs import unavailable as delta_rs_unavailable
-from ticdc_delta.apply.history import HistoryChoice
-from ticdc_delta.apply.routing import TableRule, rules_of
-from ticdc_delta.apply.table_features import COMPATIBLE
-from ticdc_delta.apply.table_features import SETTINGS as TABLE_FEATURE_SETTINGS
+from ticdc_delta.apply.changes.history import HistoryChoice
+from ticdc_delta.apply.places.routing import TableRule, rules_of
+from ticdc_delta.apply.tables.delta_rs_base import local_path
+from ticdc_delta.apply.tables.delta_rs_base import unavailable as delta_rs_unavailable
+from ticdc_delta.apply.tables.features import COMPATIBLE
+from ticdc_delta.apply.tables.features import SETTINGS as TABLE_FEATURE_SETTINGS
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs import config_references
 from ticdc_delta.schema_cache.options import ProtocolOptions, require_bool, require_choice, require_positive
@@ -136,7 +136,7 @@ class TargetConfig:
     catalog: str | None = None
     # Catalog mode: the schema holding the product's own tables.
     meta_schema: str = "_ticdc"
-    # Delta table features of the tables the job creates (apply.table_features):
+    # Delta table features of the tables the job creates (apply.tables.features):
     # "compatible" tables every Delta reader opens (delta-rs, Polars, ...);
     # "full" adds column mapping, deletion vectors and type widening.
     table_features: str = COMPATIBLE
@@ -146,7 +146,7 @@ class TargetConfig:
     # Who commits a batch's small MERGEs of rows held in memory: "auto" (delta-rs, the `deltalake` package, about
     # 45x less CPU a commit, wherever it writes what Spark would: path tables on the local file system, the
     # installed package; Spark elsewhere), "spark", or "delta-rs" (as auto, but refusing to start where it
-    # cannot be used). apply.delta_rs decides per table and MERGE; Spark keeps DDL, large MERGEs and the rest.
+    # cannot be used). apply.writers.delta_rs decides per table and MERGE; Spark keeps DDL, large MERGEs and the rest.
     small_merge_writer: str = AUTO_WRITER
 
     def __post_init__(self) -> None:
@@ -186,7 +186,7 @@ class RunConfig:
     # (under spill_dir, default the system's temporary directory).
     max_pending_events: int = 50_000
     spill_dir: str = ""
-    # One job per consumer (apply.lease): the lease a running job renews every quarter of
+    # One job per consumer (apply.own_tables.lease): the lease a running job renews every quarter of
     # this; a job killed without releasing it blocks the next run for at most this long.
     lease_seconds: float = 60.0
     # Where messages are read and decoded (ENGINES); the guarantees are the same.
@@ -196,7 +196,7 @@ class RunConfig:
     # staged in one write or, with nothing staged, applied from memory (jobs.spark_engine.intake); larger
     # batches are decoded on the executors. 0: all are.
     driver_decode_max_messages: int = 10_000
-    # How many tables' changes are merged at once (apply.table_pool): their Delta commits are independent
+    # How many tables' changes are merged at once (apply.writers.table_pool): their Delta commits are independent
     # and mostly waiting, so many tables a batch cost little more than one.
     apply_concurrency: int = 8
     # until-idle: a run whose consumer's last commits (this target's) are the end of every partition has
@@ -304,7 +304,7 @@ class MaintenanceConfig:
 
 @dataclass(frozen=True)
 class HistoryConfig:
-    # Tables that keep SCD type 2 history (apply.history): `database.table` names or shell
+    # Tables that keep SCD type 2 history (apply.changes.history): `database.table` names or shell
     # patterns (`shop.*`). Needs a commitTs-ordered protocol (not avro).
     tables: tuple[str, ...] = ()
     # Each history table lives in its table's database name with this suffix: no upstream
@@ -401,7 +401,7 @@ class Config:
     types: TypeOptions = TypeOptions()
     history: HistoryConfig = HistoryConfig()
     maintenance: MaintenanceConfig = MaintenanceConfig()
-    # [[tables]]: which upstream tables are materialized, and under which names (apply.routing)
+    # [[tables]]: which upstream tables are materialized, and under which names (apply.places.routing)
     tables: tuple[TableRule, ...] = ()
     # {key path: environment variable} of each value the file gave as `{ env = "NAME" }` (jobs.config_references)
     references: Mapping[tuple[str, ...], str] = field(default_factory=dict, compare=False, repr=False)
@@ -485,7 +485,7 @@ _SECTIONS = {
     "history": HistoryConfig,
     "maintenance": MaintenanceConfig,
     # The newest section: listed last where sections are listed (error messages).
-    "tables": None,  # [[tables]]: an array of rules (apply.routing.rules_of)
+    "tables": None,  # [[tables]]: an array of rules (apply.places.routing.rules_of)
 }
 _REQUIRED_SECTIONS = ("kafka", "target")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ticdc_delta.apply.routing import TableRule
+from ticdc_delta.apply.places.routing import TableRule
 from ticdc_delta.jobs import config
 from ticdc_delta.schema_cache import protocols
 from ticdc_delta.schema_cache.options import ProtocolOptions

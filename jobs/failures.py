@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from ticdc_delta.apply.spark_errors import error_condition
+from ticdc_delta.apply.base.errors import error_condition
 from ticdc_delta.jobs import exit_statuses
 
 STORAGE = exit_statuses.STORAGE.code  # the target's storage refused or is in the way

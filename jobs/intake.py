@@ -22,9 +22,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from ticdc_delta.apply.checkpoint import Retention
-from ticdc_delta.apply.gate import Gate, Released, Waiting
-from ticdc_delta.apply.metrics import PhaseTimes
+from ticdc_delta.apply.base.phases import PhaseTimes
+from ticdc_delta.apply.ordering.gate import Gate, Released, Waiting
+from ticdc_delta.apply.own_tables.checkpoint import Retention
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.config import RunConfig
 from ticdc_delta.jobs.kafka_source import KafkaSource

@@ -471,7 +471,7 @@ class KafkaSource:
         return dict(self._end)
 
     def end_offsets_now(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Each partition's end offset, asked of the brokers now in one request per broker (`apply.completeness`:
+        """Each partition's end offset, asked of the brokers now in one request per broker (`apply.ordering.completeness`:
         a look). A partition Kafka no longer has (its topic deleted) is left out."""
         asked = [KafkaPartition(tp.topic, tp.partition, _LATEST) for tp in partitions]
         if not asked:

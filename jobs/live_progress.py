@@ -24,7 +24,7 @@ _INTERVAL = 0.2  # seconds between redraws at most; a terminal need not see ever
 _QUICK = {"kafka_poll", "decode", "gate", "collapse", "source_build"}
 
 
-# How a phase (apply.metrics.PHASES) reads on the line while it runs.
+# How a phase (apply.base.phases.PHASES) reads on the line while it runs.
 _DOING = {
     "kafka_poll": "reading", "decode": "decoding", "gate": "ordering", "table_state": "reading applied points",
     "registry": "registering tables", "collapse": "collapsing", "source_build": "preparing", "merge": "merging",
@@ -107,7 +107,7 @@ class ProgressLine:
         self._draw()
 
     def doing(self, phase: str, subject: str) -> None:
-        """A phase begins (`apply.metrics.PhaseTimes.watch`): a long one shows what it is working on."""
+        """A phase begins (`apply.base.phases.PhaseTimes.watch`): a long one shows what it is working on."""
         if phase == "kafka_poll":
             self._doing = ""  # reading shows in the counts
         else:

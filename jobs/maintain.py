@@ -13,9 +13,9 @@ import json
 import sys
 from dataclasses import asdict
 
+from ticdc_delta.apply.base.session import SqlSession
 from ticdc_delta.apply.maintenance import TableMaintenance
-from ticdc_delta.apply.sql_session import SqlSession
-from ticdc_delta.apply.table_registry import TableRegistry
+from ticdc_delta.apply.places.registry import TableRegistry
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.pipeline import locator_for

@@ -1,6 +1,6 @@
 """The consumer loop: read a batch, decode, gate, apply, checkpoint, commit.
 
-One job per consumer: the run holds the consumer's lease (`apply.lease`),
+One job per consumer: the run holds the consumer's lease (`apply.own_tables.lease`),
 and every write asks it first.
 
 Order of durability per batch: the registry of tables the batch may create,
@@ -27,23 +27,23 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from ticdc_delta.apply.applier import Applier, ApplySummary
-from ticdc_delta.apply.changes import TableChanges
-from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore, Retention
-from ticdc_delta.apply.dead_letters import DeadLetterTable
-from ticdc_delta.apply.delta_rs import DeltaRs
-from ticdc_delta.apply.delta_rs_own_tables import DeltaRsOwnTables
-from ticdc_delta.apply.delta_writer import DeltaWriter
-from ticdc_delta.apply.gate import Gate, gate_for
-from ticdc_delta.apply.lease import ConsumerLease, committing_processes
-from ticdc_delta.apply.lease_store import DeltaLeaseStore
-from ticdc_delta.apply.locator import CatalogLocator, PathLocator, TableLocator
+from ticdc_delta.apply.base.phases import PhaseTimes
+from ticdc_delta.apply.base.session import SqlSession
+from ticdc_delta.apply.changes.table_changes import TableChanges
 from ticdc_delta.apply.maintenance import TableMaintenance
-from ticdc_delta.apply.metrics import PhaseTimes
-from ticdc_delta.apply.metrics_table import BatchRecord, MetricsTable
-from ticdc_delta.apply.routing import Routes
-from ticdc_delta.apply.sql_session import SqlSession
-from ticdc_delta.apply.table_registry import TableRegistry
-from ticdc_delta.apply.tombstones import Tombstones
+from ticdc_delta.apply.ordering.gate import Gate, gate_for
+from ticdc_delta.apply.own_tables.checkpoint import Checkpoint, CheckpointStore, Retention
+from ticdc_delta.apply.own_tables.dead_letters import DeadLetterTable
+from ticdc_delta.apply.own_tables.delta_rs import DeltaRsOwnTables
+from ticdc_delta.apply.own_tables.lease import ConsumerLease, committing_processes
+from ticdc_delta.apply.own_tables.lease_store import DeltaLeaseStore
+from ticdc_delta.apply.own_tables.metrics import BatchRecord, MetricsTable
+from ticdc_delta.apply.own_tables.tombstones import Tombstones
+from ticdc_delta.apply.places.locator import CatalogLocator, PathLocator, TableLocator
+from ticdc_delta.apply.places.registry import TableRegistry
+from ticdc_delta.apply.places.routing import Routes
+from ticdc_delta.apply.writers.delta_rs import DeltaRs
+from ticdc_delta.apply.writers.delta_writer import DeltaWriter
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.batch_metrics import MetricsRecorder, commit_ts_lag_ms, offset_lag
 from ticdc_delta.jobs.caught_up import commit_tag
@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 
 def locator_for(config: Config) -> TableLocator:
     """Where the tables are; the product's own tables take their appends from delta-rs wherever it takes the
-    data tables' small MERGEs (`target.small_merge_writer`; apply.delta_rs_own_tables)."""
+    data tables' small MERGEs (`target.small_merge_writer`; apply.own_tables.delta_rs)."""
     if config.target.path:
         fast = config.target.small_merge_writer != SPARK_WRITER and config.target.why_not_delta_rs() is None
         return PathLocator(config.target.path, config.kafka.group_id, own_delta_rs=DeltaRsOwnTables() if fast else None)
@@ -89,7 +89,7 @@ class RunResult:
     replays_skipped: int = 0
     dead_letters: int = 0
     waiting: int = 0
-    # seconds per phase of the batch loop (apply.metrics.PHASES)
+    # seconds per phase of the batch loop (apply.base.phases.PHASES)
     phases: dict[str, float] = field(default_factory=dict)
     # continuous mode with kafka.topic_pattern: what changed among the matching topics, which ended the run
     # at a checkpoint for its caller to start again with them ("": the run ended otherwise)
@@ -386,7 +386,7 @@ class Pipeline:
     def _look_at_end_offsets(self) -> None:
         """Look up the end offsets of partitions of topics that get no watermarks: read up to them, they are complete
         through the newest watermark (a topic whose table was dropped or renamed away, a new topic before its
-        first: `apply.completeness`). Topics found by pattern: list them again where the release would pass the
+        first: `apply.ordering.completeness`). Topics found by pattern: list them again where the release would pass the
         newest watermark read before they were last listed; a new one ends the run at this batch's checkpoint,
         to read it from there (`runs`)."""
         completeness = self._gate.completeness

@@ -16,13 +16,13 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 
-from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore
-from ticdc_delta.apply.dead_letters import DeadLetter, DeadLetterTable
-from ticdc_delta.apply.delta_writer import DeltaWriter
+from ticdc_delta.apply.base.session import SqlSession
+from ticdc_delta.apply.own_tables.checkpoint import Checkpoint, CheckpointStore
+from ticdc_delta.apply.own_tables.dead_letters import DeadLetter, DeadLetterTable
+from ticdc_delta.apply.places.registry import TableRegistry
+from ticdc_delta.apply.places.routing import Routes
 from ticdc_delta.apply.replay import REFUSED, Decision, Scan, apply_replay, plan_replay, still_held
-from ticdc_delta.apply.routing import Routes
-from ticdc_delta.apply.sql_session import SqlSession
-from ticdc_delta.apply.table_registry import TableRegistry
+from ticdc_delta.apply.writers.delta_writer import DeltaWriter
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs import exit_statuses
 from ticdc_delta.jobs.config import Config
@@ -155,7 +155,7 @@ def replay_dead_letters(
 
 
 def _routed(scan: Scan, config: Config, latest: Checkpoint | None, materialized, case_sensitive: bool) -> Scan:
-    """The scan's events under the job's routes (`apply.routing`): the tables' names as the job writes them, those
+    """The scan's events under the job's routes (`apply.places.routing`): the tables' names as the job writes them, those
     of skipped tables left out (their dead letters then carry no change)."""
     routes = Routes(config.tables, case_sensitive=case_sensitive)
     if latest is not None and latest.routes is not None:

@@ -6,8 +6,8 @@ import dataclasses
 import logging
 import os
 
-from ticdc_delta.apply.delta_rs import local_path
-from ticdc_delta.apply.sql_session import spark_version
+from ticdc_delta.apply.base.session import spark_version
+from ticdc_delta.apply.tables.delta_rs_base import local_path
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import DELTA_RS_WRITER, SPARK_WRITER, Config
 from ticdc_delta.jobs.session import object_store_scheme
@@ -37,7 +37,7 @@ _SAID: set[tuple[str, str | None]] = set()  # (path, where) said already: a cont
 
 def _placed(config: Config, spark) -> Config:
     """`config` with its target path qualified (or, under Spark Connect, left to Spark)."""
-    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.apply.base.session import SqlSession
 
     path = config.target.path
     if not path:
@@ -107,6 +107,6 @@ def _check_commit_safety(config: Config, spark) -> None:
 def targets_case_sensitive(config: Config, spark) -> bool:
     """Whether two target names that differ only by case are two tables: in a catalog that compares names as
     they are (`spark.sql.caseSensitive = true`). A catalog's default ignores case, and so may a path's file
-    system: `apply.routing.Routes` then refuses two upstream tables routed to such names."""
+    system: `apply.places.routing.Routes` then refuses two upstream tables routed to such names."""
     return bool(config.target.catalog) and str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
 

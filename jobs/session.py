@@ -21,7 +21,7 @@ from pathlib import Path
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from ticdc_delta.apply.sql_session import INTERPRETED_EXPRESSIONS
+from ticdc_delta.apply.base.session import INTERPRETED_EXPRESSIONS
 from ticdc_delta.exceptions import SparkStartError
 from ticdc_delta.jobs.class_archive import ClassArchive, archive_key
 from ticdc_delta.jobs.paths import cache_dir, under_existing_runtime
@@ -102,7 +102,7 @@ LOCAL_JVM_OPTIONS = "-XX:+UseSerialGC -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRati
 # alone gets a 48 MB code cache by default, which Spark and Delta fill within a minute; the JVM then stops
 # compiling and runs interpreted, several times slower: the cache tiered compilation would have avoids it.
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-# A short run's session also interprets Spark's expressions (`spark_for`: apply.sql_session.INTERPRETED_EXPRESSIONS,
+# A short run's session also interprets Spark's expressions (`spark_for`: apply.base.session.INTERPRETED_EXPRESSIONS,
 # each key unless `spark.conf` sets it): every plan a short run makes is new to its JVM (docs/performance.md).
 
 

@@ -23,15 +23,15 @@ from pathlib import PurePosixPath
 
 from pyspark.sql import functions as F
 
-from ticdc_delta.apply.arrow_types import source_type
-from ticdc_delta.apply.delta_writer import DeltaWriter
-from ticdc_delta.apply.merge_source import SourceFrame
-from ticdc_delta.apply.metrics import PhaseTimes
-from ticdc_delta.apply.points import AppliedPoint
+from ticdc_delta.apply.base.phases import PhaseTimes
+from ticdc_delta.apply.base.session import SqlSession
+from ticdc_delta.apply.changes.merge_source import SourceFrame
+from ticdc_delta.apply.places.registry import TableRegistry
+from ticdc_delta.apply.places.routing import Routes
 from ticdc_delta.apply.progress import applied_history
-from ticdc_delta.apply.routing import Routes
-from ticdc_delta.apply.sql_session import SqlSession
-from ticdc_delta.apply.table_registry import TableRegistry
+from ticdc_delta.apply.tables.arrow_types import source_type
+from ticdc_delta.apply.tables.points import AppliedPoint
+from ticdc_delta.apply.writers.delta_writer import DeltaWriter
 from ticdc_delta.exceptions import ConfigError, InvalidMessage, MaterializerError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.pipeline import locator_for

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ticdc_delta.apply.arrow_types import arrow_type
+from ticdc_delta.apply.tables.arrow_types import arrow_type
 from ticdc_delta.exceptions import InvalidMessage
 from ticdc_delta.schema_cache.codec import RowCodec
 from ticdc_delta.schema_cache.dumpling.values import CsvDialect, csv_records, sql_records

@@ -3,7 +3,7 @@
 - Partitions: the offset the consumer's checkpoint committed, the partition's
   end offset asked of Kafka now (nothing is assigned, read or committed), and
   the lag between them.
-- Tables: every table the consumer registered (`apply.table_registry`), with
+- Tables: every table the consumer registered (`apply.places.registry`), with
   the upstream commitTs its newest marked commit says it is applied through
   (offset-ordered protocols: the next offset per partition) and its Delta
   version, from the table's history.
@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 
 from pyspark.errors import AnalysisException
 
-from ticdc_delta.apply.checkpoint import CheckpointStore
-from ticdc_delta.apply.progress import applied_history, is_missing_table, upstream_time
-from ticdc_delta.apply.sql_session import SqlSession
-from ticdc_delta.apply.table_registry import TableRegistry
-from ticdc_delta.apply.tombstones import Tombstones
+from ticdc_delta.apply.base.errors import is_missing_table
+from ticdc_delta.apply.base.session import SqlSession
+from ticdc_delta.apply.own_tables.checkpoint import CheckpointStore
+from ticdc_delta.apply.own_tables.tombstones import Tombstones
+from ticdc_delta.apply.places.registry import TableRegistry
+from ticdc_delta.apply.progress import applied_history, upstream_time
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.kafka_source import KafkaSource
 from ticdc_delta.jobs.pipeline import locator_for

@@ -1,7 +1,7 @@
 """Where each table is: for readers of path tables, and `ticdc-delta tables`.
 
 A table the job never renamed is at `<target.path>/<database>/<table>`. A RENAME leaves the table's
-folder where it was and records the new name's folder in the table registry (`apply.table_places`),
+folder where it was and records the new name's folder in the table registry (`apply.places.folders`),
 so a renamed table, or a name created again while another table holds its usual folder, is found here:
 
     from ticdc_delta.jobs.tables import table_path
@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import sys
 
-from ticdc_delta.apply.delta_rs_own_tables import own_tables_reader
-from ticdc_delta.apply.locator import PathLocator
-from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.base.session import SqlSession
+from ticdc_delta.apply.own_tables.delta_rs import own_tables_reader
+from ticdc_delta.apply.places.locator import PathLocator
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.runtime import settle
@@ -40,7 +40,7 @@ def table_path(spark, root: str, database: str, table: str) -> str:
 
 def print_tables(config: Config, *, as_json: bool = False) -> int:
     """Print the consumer's tables and where each is: `database.table<TAB>location`."""
-    from ticdc_delta.apply.table_registry import TableRegistry
+    from ticdc_delta.apply.places.registry import TableRegistry
     from ticdc_delta.jobs.session import quick_for_a_few_reads, spark_for
 
     if not config.target.path:

@@ -2,7 +2,7 @@
 
 Each batch the job knows, per partition, the events read and not applied yet (in the gate, the Spark engine's
 staging table, or parked for their schema) and what holds them: the partitions the release waits for (their
-watermark, or a look at their end: `apply.completeness`), or a table's message parked for its schema. It
+watermark, or a look at their end: `apply.ordering.completeness`), or a table's message parked for its schema. It
 
 - saves that with every checkpoint, for `ticdc-delta status` (`encode` / `decode`);
 - logs once per table and run, at WARNING, a change waiting longer than `run.wait_warning_seconds` (its
@@ -18,8 +18,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ticdc_delta.apply.completeness import Completeness, Holder
-from ticdc_delta.apply.gate import Waiting
+from ticdc_delta.apply.ordering.completeness import Completeness, Holder
+from ticdc_delta.apply.ordering.gate import Waiting
 from ticdc_delta.schema_cache.events import TableName, TopicPartition
 from ticdc_delta.schema_cache.parking import ParkedMessage
 

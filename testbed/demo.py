@@ -206,7 +206,7 @@ def _serve(broker: LocalKafka, workdir: Path) -> None:
 
 
 def _show_tables(spark, config, feed: Changefeed) -> None:
-    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.apply.places.locator import PathLocator
     from ticdc_delta.schema_cache.events import TableName
 
     locator = PathLocator(config.target.path)
@@ -234,7 +234,7 @@ def table_differences(spark, target: str, feed: Changefeed, database: str, table
 
     The key is the first column; a missing row is None.
     """
-    from ticdc_delta.apply.locator import PathLocator
+    from ticdc_delta.apply.places.locator import PathLocator
     from ticdc_delta.schema_cache.events import TableName
 
     actual = {r[0]: _normalize(tuple(r)) for r in spark.table(PathLocator(target).sql_name(TableName(database, table))).collect()}

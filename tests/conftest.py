@@ -352,7 +352,7 @@ def runtime_python_with_spark() -> Path:
 @pytest.fixture(scope="session")
 def sql(spark):
     """The job's kind of SQL session (a fork of the test session), for tests that drive apply/ directly."""
-    from ticdc_delta.apply.sql_session import SqlSession
+    from ticdc_delta.apply.base.session import SqlSession
 
     return SqlSession(spark)
 

@@ -1,4 +1,4 @@
-"""The SCD type 2 history an upstream table should leave (`apply.history`), kept beside the upstream model.
+"""The SCD type 2 history an upstream table should leave (`apply.changes.history`), kept beside the upstream model.
 
 A workload calls `observe` after each transaction and the DDL methods as it applies DDL; `rows` is the
 history table expected then. Updates must change a row's values (a state is a change seen upstream).

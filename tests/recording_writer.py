@@ -6,10 +6,10 @@ which statements it asks for, with which applied points, and can raise after the
 
 from __future__ import annotations
 
-from ticdc_delta.apply.delta_writer import Evolution
-from ticdc_delta.apply.merge_source import SourceRows
-from ticdc_delta.apply.points import TableProgress
-from ticdc_delta.apply.tombstones import Removal
+from ticdc_delta.apply.changes.merge_source import SourceRows
+from ticdc_delta.apply.own_tables.tombstones import Removal
+from ticdc_delta.apply.tables.points import TableProgress
+from ticdc_delta.apply.writers.delta_writer import Evolution
 from ticdc_delta.schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema
 
 

@@ -17,12 +17,12 @@ from testbed.changefeed import Changefeed, Message
 from testbed.produce import publish_in_order
 from tests.readers import log_state
 from ticdc_delta.apply.applier import Applier
-from ticdc_delta.apply.delta_writer import DeltaWriter
-from ticdc_delta.apply.identifiers import quote
-from ticdc_delta.apply.locator import TableLocator
-from ticdc_delta.apply.sql_session import SqlSession
-from ticdc_delta.apply.table_features import COMPATIBLE
-from ticdc_delta.apply.tombstones import Tombstones
+from ticdc_delta.apply.base.identifiers import quote
+from ticdc_delta.apply.base.session import SqlSession
+from ticdc_delta.apply.own_tables.tombstones import Tombstones
+from ticdc_delta.apply.places.locator import TableLocator
+from ticdc_delta.apply.tables.features import COMPATIBLE
+from ticdc_delta.apply.writers.delta_writer import DeltaWriter
 from ticdc_delta.jobs import config as config_module
 from ticdc_delta.jobs.pipeline import Pipeline, RunResult
 from ticdc_delta.jobs.tables import table_path
@@ -98,7 +98,7 @@ def run_on_s3(spark, kafka, topic: str, target: str, group: str, **sections) -> 
 
 def staged_rows(spark, target: str, group: str) -> int:
     """Row changes and schema changes waiting in the Spark engine's staging table of consumer `group`."""
-    from ticdc_delta.apply.identifiers import catalog_name
+    from ticdc_delta.apply.base.identifiers import catalog_name
 
     frame = spark.read.format("delta").load(f"{target}/_ticdc/staging_{catalog_name(group)}")
     return frame.where("kind IN ('row', 'ddl')").count()

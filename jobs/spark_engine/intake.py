@@ -33,8 +33,8 @@ import functools
 import logging
 from collections.abc import Iterator, Mapping
 
-from ticdc_delta.apply.checkpoint import Retention
-from ticdc_delta.apply.gate import DdlCopies, Gate, Released, Waiting
+from ticdc_delta.apply.ordering.gate import DdlCopies, Gate, Released, Waiting
+from ticdc_delta.apply.own_tables.checkpoint import Retention
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.config import Config
 from ticdc_delta.jobs.intake import BadInput, Reading

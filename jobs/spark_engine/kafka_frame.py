@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Mapping
 
-from ticdc_delta.apply.spark_errors import error_condition
+from ticdc_delta.apply.base.errors import error_condition
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import KafkaConfig
 from ticdc_delta.schema_cache.events import TopicPartition

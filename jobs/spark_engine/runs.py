@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ticdc_delta.apply.changes import UPSERTS, RowChanges, key_signature, offsets_advanced
-from ticdc_delta.apply.merge_source import MergeSource, SourceFrame, SourceRows
-from ticdc_delta.apply.points import AppliedPoint
+from ticdc_delta.apply.changes.merge_source import MergeSource, SourceFrame, SourceRows
+from ticdc_delta.apply.changes.table_changes import UPSERTS, RowChanges, key_signature, offsets_advanced
+from ticdc_delta.apply.tables.points import AppliedPoint
 from ticdc_delta.schema_cache.events import Ordering, RowChange, SchemaChange, TableName, TableSchema, TopicPartition
 
 
@@ -74,7 +74,7 @@ class StagedRun:
 
 @dataclass(slots=True)
 class StagedChanges:
-    """Runs of one table's staged rows, of one structure (`apply.changes.TableChanges`): one MERGE per run, its
+    """Runs of one table's staged rows, of one structure (`apply.changes.table_changes.TableChanges`): one MERGE per run, its
     source built by Spark where the rows are, or from the rows of a small release read into the driver
     (`StagingTable.held_changes`); a run's rows a table already holds are left out by its point."""
 
@@ -168,7 +168,7 @@ class Release:
 
     events: list
     waiting: int
-    # Per partition, what the release left waiting (`apply.gate.Waiting`).
+    # Per partition, what the release left waiting (`apply.ordering.gate.Waiting`).
     waiting_by_partition: dict = field(default_factory=dict)
 
     def for_applier(self, ordering: Ordering) -> list[StagedChanges | SchemaChange]:

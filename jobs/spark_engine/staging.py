@@ -34,14 +34,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ticdc_delta.apply.arrow_types import arrow_type, source_type
-from ticdc_delta.apply.changes import as_delete_of
-from ticdc_delta.apply.checkpoint import Retention
-from ticdc_delta.apply.gate import Waiting
-from ticdc_delta.apply.identifiers import catalog_name
-from ticdc_delta.apply.internal_tables import ensure_internal_table, vacuum_internal_table
-from ticdc_delta.apply.locator import TableLocator
-from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.base.identifiers import catalog_name
+from ticdc_delta.apply.base.session import SqlSession
+from ticdc_delta.apply.changes.table_changes import as_delete_of
+from ticdc_delta.apply.ordering.gate import Waiting
+from ticdc_delta.apply.own_tables.base import ensure_internal_table, vacuum_internal_table
+from ticdc_delta.apply.own_tables.checkpoint import Retention
+from ticdc_delta.apply.places.locator import TableLocator
+from ticdc_delta.apply.tables.arrow_types import arrow_type, source_type
 from ticdc_delta.exceptions import ApplyError, ConcurrentCommitError, MaterializerError
 from ticdc_delta.jobs.spark_engine.executor_decoding import MESSAGE, ROW, SCHEMA, STAGED_FIELDS
 from ticdc_delta.jobs.spark_engine.runs import Release, StagedRun, fold_key_deletes
@@ -363,7 +363,7 @@ class StagingTable:
         driver (`_held_rows`); None where it was not (Spark builds its MERGE source: `net_changes`).
 
         Rows of its other references (`StagedRun.other_refs`) are of its very structure, or deletes carrying its key
-        alone, which take its columns with the key's values (`apply.changes.as_delete_of`), as `_run_images` does."""
+        alone, which take its columns with the key's values (`apply.changes.table_changes.as_delete_of`), as `_run_images` does."""
         if self._held is None:
             return None
         order = _order_columns(self._ordering)
@@ -478,7 +478,7 @@ class StagingTable:
         )
 
     def history_source(self, run: StagedRun, keep: Sequence[int], after: Mapping | None) -> DataFrame:
-        """The run's history MERGE source (`apply.history.history_source`, built where the rows are): per key
+        """The run's history MERGE source (`apply.changes.history.history_source`, built where the rows are): per key
         and commitTs its last image (an upsert beats a delete), each upsert a state valid until the key's next
         commitTs, and per key a close at its first. commitTs ordering only."""
         images, width, key_columns = self._run_images(run, keep, after)
@@ -501,7 +501,7 @@ class StagingTable:
         """A key's images newest first in the protocol's order."""
         latest = [F.col(c).desc() for c in _order_columns(self._ordering)]
         if self._ordering is Ordering.COMMIT_TS:
-            # At one commitTs an upsert of a key beats a delete of it: only a split UPDATE makes both (apply.collapse).
+            # At one commitTs an upsert of a key beats a delete of it: only a split UPDATE makes both (apply.changes.collapse).
             latest.insert(1, F.col("upsert").desc())
         latest.append(F.col("image").desc())
         return latest

@@ -11,7 +11,7 @@ from testbed.tables import column
 from tests.support import publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
 from ticdc_delta.apply.as_of import consistent_read
-from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.places.locator import PathLocator
 from ticdc_delta.apply.progress import upstream_time
 from ticdc_delta.jobs import cli
 from ticdc_delta.schema_cache.events import TableName

@@ -11,9 +11,9 @@ import pytest
 from testbed.demo import demo_changefeed
 from testbed.local_kafka import LocalKafka
 from tests.support import assert_table, publish, run_job
-from ticdc_delta.apply.checkpoint import CheckpointStore
-from ticdc_delta.apply.locator import PathLocator
-from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.base.session import SqlSession
+from ticdc_delta.apply.own_tables.checkpoint import CheckpointStore
+from ticdc_delta.apply.places.locator import PathLocator
 from ticdc_delta.exceptions import KafkaUnreachableError
 from ticdc_delta.jobs import config as config_module
 from ticdc_delta.jobs.config import KafkaConfig

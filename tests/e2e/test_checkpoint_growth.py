@@ -13,10 +13,10 @@ import pytest
 
 from tests.support import assert_table, publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
-from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore, Retention
-from ticdc_delta.apply.dead_letters import DeadLetterTable
-from ticdc_delta.apply.delta_rs_own_tables import DeltaRsOwnTables
-from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.own_tables.checkpoint import Checkpoint, CheckpointStore, Retention
+from ticdc_delta.apply.own_tables.dead_letters import DeadLetterTable
+from ticdc_delta.apply.own_tables.delta_rs import DeltaRsOwnTables
+from ticdc_delta.apply.places.locator import PathLocator
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs.spark_engine.executor_decoding import STAGED_FIELDS
 from ticdc_delta.jobs.spark_engine.staging import StagingTable
@@ -83,7 +83,7 @@ def test_checkpoints_stay_bounded_keeping_the_replays_start_and_other_consumers_
     # no other on disk; meanwhile the replay's own query finds batch 4, offsets and decoder state
     # intact; other's rows unchanged; load() the newest; the table's retention properties set.
     keep, every = 2, 3
-    # Saved and loaded by delta-rs, as the job does on local paths (apply.delta_rs_own_tables); cleaned up by Spark.
+    # Saved and loaded by delta-rs, as the job does on local paths (apply.own_tables.delta_rs); cleaned up by Spark.
     locator = PathLocator(str(tmp_path / "lake"), own_delta_rs=DeltaRsOwnTables())
     folder = tmp_path / "lake" / "_ticdc" / "checkpoints"
     store = CheckpointStore(sql, locator, Retention(keep, every, file_seconds=0))

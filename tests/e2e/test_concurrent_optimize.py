@@ -15,9 +15,9 @@ from pyspark.sql import functions as F
 
 from tests.support import assert_table, publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
-from ticdc_delta.apply.delta_writer import DeltaWriter
-from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.places.locator import PathLocator
 from ticdc_delta.apply.progress import applied_history
+from ticdc_delta.apply.writers.delta_writer import DeltaWriter
 from ticdc_delta.schema_cache.events import TableName
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
@@ -142,7 +142,7 @@ def test_a_concurrent_optimize_makes_merges_retry_never_fail_or_lose_or_double(
     gate.mkdir()
     publish(kafka, topic, feed.messages)
     table = PathLocator(str(target)).sql_name(TableName("shop", "items"))
-    caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.sql_session")
+    caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.base.session")
 
     with _OptimizeDuringEachMerge(spark, table, gate, monkeypatch) as optimize:
         # Spark's MERGEs (its conflict errors and retries); delta-rs's, which the default would commit these small

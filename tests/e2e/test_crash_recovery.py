@@ -75,7 +75,7 @@ def test_sigkill_at_random_points_then_restart_gives_the_uninterrupted_result(sp
 
     assert outcome.problems == []
     assert outcome.kills == [plan.site for plan in planned], f"planned {planned}; the job finished after {outcome.kills}"
-    # The history table was renamed with its table (both stay in their folders: `apply.table_places`).
+    # The history table was renamed with its table (both stay in their folders: `apply.places.folders`).
     assert [table for database, table in fault_kills.located(spark, reference) if database.endswith("_history")] == ["items_2025"]
     log = (tmp_path / "job.log").read_text()
     for epoch in range(2, len(planned) + 2):  # each restart took the lease of the job killed before it

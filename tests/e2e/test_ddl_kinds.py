@@ -14,14 +14,14 @@ from decimal import Decimal
 import pytest
 
 from tests.support import applier_for
-from ticdc_delta.apply.collapse import NetChange
-from ticdc_delta.apply.delta_writer import DeltaWriter, add_columns_sql
-from ticdc_delta.apply.locator import CatalogLocator, PathLocator
-from ticdc_delta.apply.merge_source import SourceRows
-from ticdc_delta.apply.points import AppliedPoint, PendingBackfill, TableProgress
-from ticdc_delta.apply.progress import commit_tags, read_progress
-from ticdc_delta.apply.sql_session import spark_version
-from ticdc_delta.apply.table_features import COMPATIBLE, FULL
+from ticdc_delta.apply.base.session import spark_version
+from ticdc_delta.apply.changes.collapse import NetChange
+from ticdc_delta.apply.changes.merge_source import SourceRows
+from ticdc_delta.apply.places.locator import CatalogLocator, PathLocator
+from ticdc_delta.apply.tables.features import COMPATIBLE, FULL
+from ticdc_delta.apply.tables.markers import commit_tags, read_progress
+from ticdc_delta.apply.tables.points import AppliedPoint, PendingBackfill, TableProgress
+from ticdc_delta.apply.writers.delta_writer import DeltaWriter, add_columns_sql
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs import config as config_module
 from ticdc_delta.jobs.runtime import check_session

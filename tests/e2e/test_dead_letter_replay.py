@@ -11,7 +11,8 @@ from testbed.encoders.simple import claim_check
 from testbed.tables import column
 from tests.support import assert_table, job_config, publish, run_job, table_frame
 from tests.workloads import ITEMS_DDL, item, items_feed
-from ticdc_delta.apply.progress import applied_history, read_progress
+from ticdc_delta.apply.progress import applied_history
+from ticdc_delta.apply.tables.markers import read_progress
 from ticdc_delta.jobs.cli import exit_status
 from ticdc_delta.jobs.replay import replay_dead_letters
 

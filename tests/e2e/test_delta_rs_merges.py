@@ -1,4 +1,4 @@
-"""Small MERGEs committed by delta-rs (`target.small_merge_writer = "delta-rs"`, apply.delta_rs): what Spark
+"""Small MERGEs committed by delta-rs (`target.small_merge_writer = "delta-rs"`, apply.writers.delta_rs): what Spark
 reads back, the commit's tags, and the tables left to Spark's MERGE."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from decimal import Decimal
 import pyarrow
 import pytest
 
-from ticdc_delta.apply.collapse import NetChange
-from ticdc_delta.apply.delta_rs import DeltaRs
-from ticdc_delta.apply.delta_writer import DeltaWriter
-from ticdc_delta.apply.locator import PathLocator
-from ticdc_delta.apply.merge_source import SourceRows
-from ticdc_delta.apply.points import AppliedPoint, TableProgress
-from ticdc_delta.apply.progress import read_progress
-from ticdc_delta.apply.table_features import COMPATIBLE, FULL
+from ticdc_delta.apply.changes.collapse import NetChange
+from ticdc_delta.apply.changes.merge_source import SourceRows
+from ticdc_delta.apply.places.locator import PathLocator
+from ticdc_delta.apply.tables.features import COMPATIBLE, FULL
+from ticdc_delta.apply.tables.markers import read_progress
+from ticdc_delta.apply.tables.points import AppliedPoint, TableProgress
+from ticdc_delta.apply.writers.delta_rs import DeltaRs
+from ticdc_delta.apply.writers.delta_writer import DeltaWriter
 from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(
@@ -301,7 +301,7 @@ def test_delta_rs_merges_go_on_after_other_writers_and_its_own_errors(sql, spark
         return execute(self, table, *args)
 
     monkeypatch.setattr(DeltaRs, "_execute", with_another_writer)
-    caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.delta_rs")
+    caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.writers.delta_rs")
     others = [((1, "b"), '"id" = 3'), ((5, "c"), 'UPDATE "id" = 4'), ((2, "c"), "OPTIMIZE")]
     for ts, (change, other) in enumerate(others, start=20):
         meddling.append(other)
@@ -333,14 +333,14 @@ def test_delta_rs_merges_go_on_after_other_writers_and_its_own_errors(sql, spark
 @pytest.mark.parametrize("first", ["spark", "delta-rs"])
 def test_the_products_own_tables_take_appends_and_reads_from_both_writers_in_turn(sql, spark, tmp_path, first):
     # Setup: checkpoints, metrics rows and registry rows written to one target by Spark and by delta-rs
-    # (apply.delta_rs_own_tables) in turn, the first writer creating each table.
+    # (apply.own_tables.delta_rs) in turn, the first writer creating each table.
     # Expect: each writer takes the other's table (the engine of every commit says so); Spark reads every row;
     # the newest checkpoint, the registry and the tombstones read by delta-rs equal Spark's reads.
-    from ticdc_delta.apply.checkpoint import Checkpoint, CheckpointStore
-    from ticdc_delta.apply.delta_rs_own_tables import DeltaRsOwnTables
-    from ticdc_delta.apply.metrics_table import BatchRecord, MetricsTable
-    from ticdc_delta.apply.table_registry import TableRegistry
-    from ticdc_delta.apply.tombstones import Tombstones
+    from ticdc_delta.apply.own_tables.checkpoint import Checkpoint, CheckpointStore
+    from ticdc_delta.apply.own_tables.delta_rs import DeltaRsOwnTables
+    from ticdc_delta.apply.own_tables.metrics import BatchRecord, MetricsTable
+    from ticdc_delta.apply.own_tables.tombstones import Tombstones
+    from ticdc_delta.apply.places.registry import TableRegistry
     from ticdc_delta.schema_cache.events import TopicPartition
 
     by_spark, by_delta_rs = PathLocator(str(tmp_path), "c"), PathLocator(str(tmp_path), "c", own_delta_rs=DeltaRsOwnTables())
@@ -383,8 +383,8 @@ def test_the_lease_row_changes_by_delta_rs_only_where_nothing_was_committed_sinc
     # nothing and commit nothing; one row per consumer throughout. A table delta-rs makes, Spark reads alike.
     from deltalake import DeltaTable
 
-    from ticdc_delta.apply.delta_rs_own_tables import DeltaRsOwnTables
-    from ticdc_delta.apply.lease_store import TABLE, DeltaLeaseStore, LeaseRecord
+    from ticdc_delta.apply.own_tables.delta_rs import DeltaRsOwnTables
+    from ticdc_delta.apply.own_tables.lease_store import TABLE, DeltaLeaseStore, LeaseRecord
 
     own = DeltaRsOwnTables()
     by_spark, by_delta_rs = PathLocator(str(tmp_path), "c"), PathLocator(str(tmp_path), "c", own_delta_rs=own)

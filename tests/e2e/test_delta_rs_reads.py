@@ -1,5 +1,5 @@
 """Every reader answers a filtered read of a table delta-rs merged into as it answers the same read of the table
-Spark merged the same rows into (apply.delta_rs_checks): Spark with data skipping, delta-rs's pyarrow dataset
+Spark merged the same rows into (apply.tables.delta_rs_checks): Spark with data skipping, delta-rs's pyarrow dataset
 and its DataFusion engine, with equalities and ranges on each value and NULL tests.
 
 Each family below is merged into twin tables batch by batch, one by the job's writer with delta-rs configured
@@ -16,12 +16,12 @@ from decimal import Decimal
 import pytest
 
 from tests.filtered_reads import differences, predicates
-from ticdc_delta.apply.collapse import NetChange
-from ticdc_delta.apply.delta_rs import DeltaRs
-from ticdc_delta.apply.delta_writer import DeltaWriter
-from ticdc_delta.apply.locator import PathLocator
-from ticdc_delta.apply.merge_source import SourceRows
-from ticdc_delta.apply.points import AppliedPoint
+from ticdc_delta.apply.changes.collapse import NetChange
+from ticdc_delta.apply.changes.merge_source import SourceRows
+from ticdc_delta.apply.places.locator import PathLocator
+from ticdc_delta.apply.tables.points import AppliedPoint
+from ticdc_delta.apply.writers.delta_rs import DeltaRs
+from ticdc_delta.apply.writers.delta_writer import DeltaWriter
 from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_pairs(

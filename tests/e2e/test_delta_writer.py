@@ -11,13 +11,13 @@ import pytest
 from pyspark.sql import functions
 
 from tests.support import applier_for
-from ticdc_delta.apply.collapse import NetChange
-from ticdc_delta.apply.delta_writer import DeltaWriter
-from ticdc_delta.apply.locator import CatalogLocator, PathLocator
-from ticdc_delta.apply.merge_source import SourceRows
-from ticdc_delta.apply.points import AppliedPoint, TableProgress
-from ticdc_delta.apply.progress import read_progress
-from ticdc_delta.apply.table_features import COMPATIBLE, FULL
+from ticdc_delta.apply.changes.collapse import NetChange
+from ticdc_delta.apply.changes.merge_source import SourceRows
+from ticdc_delta.apply.places.locator import CatalogLocator, PathLocator
+from ticdc_delta.apply.tables.features import COMPATIBLE, FULL
+from ticdc_delta.apply.tables.markers import read_progress
+from ticdc_delta.apply.tables.points import AppliedPoint, TableProgress
+from ticdc_delta.apply.writers.delta_writer import DeltaWriter
 from ticdc_delta.schema_cache.events import (
     Column,
     Op,
@@ -175,7 +175,7 @@ def test_a_merge_that_loses_a_race_with_another_writer_is_run_again(sql, spark, 
     sql.spark.range(2, 4).select(hold(functions.col("id").cast("int")).alias("id")).createOrReplaceTempView("racing")
     merge = f"MERGE INTO {name} AS t USING racing AS s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = 'merged'"
     outcome: dict = {}
-    caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.sql_session")
+    caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.base.session")
     racer = threading.Thread(target=lambda: outcome.update(result=sql.run(merge, what="merge racing")))
     racer.start()
     deadline = time.time() + 120
@@ -199,7 +199,7 @@ def test_a_job_waits_for_the_lease_table_another_job_is_creating(sql, spark, tmp
     # so that this job never sees an empty folder it could create the table in itself).
     # Expect: this job's creation waits for it instead of failing (the table was "in the way" before, after
     # 6 s of retries): it reports that it did not make the table, which holds the other job's row only.
-    from ticdc_delta.apply.lease_store import TABLE, DeltaLeaseStore, LeaseRecord
+    from ticdc_delta.apply.own_tables.lease_store import TABLE, DeltaLeaseStore, LeaseRecord
 
     now = int(time.time() * 1_000_000)
 
@@ -220,7 +220,7 @@ def test_a_job_waits_for_the_lease_table_another_job_is_creating(sql, spark, tmp
 
     other = threading.Thread(target=the_other_job_commits)
     other.start()
-    caplog.set_level(logging.INFO, logger="ticdc_delta.apply.lease_store")
+    caplog.set_level(logging.INFO, logger="ticdc_delta.apply.own_tables.lease_store")
     try:
         made = DeltaLeaseStore(sql, locator).prepare(row("this"))
     finally:

@@ -16,7 +16,7 @@ from benchmarks import fault_kills
 from testbed.changefeed import Changefeed
 from tests.history_model import HISTORY_COLUMNS, HistoryModel, history_workload, random_changes
 from tests.support import SPARK_ENGINE_PAIR, assert_gone, job_config, publish, run_job, table_frame
-from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.places.locator import PathLocator
 from ticdc_delta.jobs.status import gather_status
 from ticdc_delta.schema_cache.events import TableName
 

@@ -20,7 +20,7 @@ import pytest
 from testbed.demo import demo_changefeed
 from testbed.processes import job_lines_to, short_lived_jvm, wheel_task_command
 from tests.support import TEST_SESSION_CONF, assert_table, publish
-from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.places.locator import PathLocator
 from ticdc_delta.apply.progress import applied_history
 from ticdc_delta.jobs.config import load
 from ticdc_delta.jobs.pipeline import Pipeline

@@ -11,8 +11,8 @@ from pyspark.sql import functions as F
 
 from tests.support import assert_table, publish, run_job
 from tests.workloads import ITEMS_DDL, item, items_feed
-from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.apply.maintenance import TableMaintenance
+from ticdc_delta.apply.places.locator import PathLocator
 from ticdc_delta.jobs.cli import exit_status
 from ticdc_delta.schema_cache.events import TableName
 

@@ -20,12 +20,12 @@ from testbed.tables import column
 from tests.support import applier_for, continuous_run, job_config, publish, table_version
 from tests.workloads import item, items_feed
 from ticdc_delta.apply.applier import Applier
-from ticdc_delta.apply.delta_writer import DeltaWriter
-from ticdc_delta.apply.identifiers import quote
-from ticdc_delta.apply.locator import CatalogLocator, PathLocator
-from ticdc_delta.apply.metrics_table import COLUMNS as METRICS_COLUMNS
-from ticdc_delta.apply.table_registry import TableRegistry
-from ticdc_delta.apply.tombstones import Tombstones
+from ticdc_delta.apply.base.identifiers import quote
+from ticdc_delta.apply.own_tables.metrics import COLUMNS as METRICS_COLUMNS
+from ticdc_delta.apply.own_tables.tombstones import Tombstones
+from ticdc_delta.apply.places.locator import CatalogLocator, PathLocator
+from ticdc_delta.apply.places.registry import TableRegistry
+from ticdc_delta.apply.writers.delta_writer import DeltaWriter
 from ticdc_delta.jobs import session as session_module
 from ticdc_delta.jobs.batch_metrics import METRICS_LOGGER
 from ticdc_delta.jobs.caught_up import LookedOnce, commit_tag, nothing_new

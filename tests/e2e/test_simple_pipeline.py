@@ -24,7 +24,7 @@ from tests.support import (
     table_version,
 )
 from tests.workloads import DDL_EVOLUTION_TABLES, DEMO_TABLE_DDLS, ITEMS_DDL, ddl_evolution, item, items_feed
-from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.places.locator import PathLocator
 from ticdc_delta.exceptions import DecodeError
 from ticdc_delta.jobs import cli
 from ticdc_delta.jobs.tables import table_path
@@ -108,7 +108,7 @@ def test_a_lagging_partition_spills_to_disk_and_the_tables_come_out_exact(spark,
     topic, target, spill = f"lag-{unique}", str(tmp_path / "delta"), tmp_path / "spill"
     spill.mkdir()
     publish(kafka, topic, [m for i, m in enumerate(feed.messages) if i not in held_back])
-    caplog.set_level(logging.INFO, logger="ticdc_delta.apply.gate")
+    caplog.set_level(logging.INFO, logger="ticdc_delta.apply.ordering.gate")
 
     result = run_job(
         spark, kafka, topic, target, f"g-{unique}",

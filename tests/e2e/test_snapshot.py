@@ -17,10 +17,10 @@ from testbed.tables import column
 from tests.decoding import COLUMNS, ROW
 from tests.support import assert_table, job_config, publish, run_job, table_frame
 from tests.workloads import ITEMS_DDL, item, items_feed
-from ticdc_delta.apply.delta_writer import DeltaWriter
-from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.base.session import SqlSession
+from ticdc_delta.apply.places.locator import PathLocator
 from ticdc_delta.apply.progress import applied_history
-from ticdc_delta.apply.sql_session import SqlSession
+from ticdc_delta.apply.writers.delta_writer import DeltaWriter
 from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.jobs import cli
 from ticdc_delta.jobs.snapshot import ExportFormat, SnapshotLoader

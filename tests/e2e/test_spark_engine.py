@@ -19,7 +19,7 @@ import pytest
 from benchmarks import fault_kills
 from tests.support import TEST_SESSION_CONF, assert_table, continuous_run, job_config, publish, staged_rows
 from tests.workloads import ITEMS_DDL, item, items_feed
-from ticdc_delta.apply.identifiers import catalog_name
+from ticdc_delta.apply.base.identifiers import catalog_name
 
 pytestmark = [
     pytest.mark.e2e,

@@ -18,9 +18,9 @@ from deltalake.exceptions import DeltaProtocolError
 from tests.readers import assert_delta_rs_reads_as_spark
 from tests.support import applier_for, assert_table, job_config, publish, table_frame
 from tests.workloads import DDL_EVOLUTION_TABLES, ddl_evolution, items_feed
-from ticdc_delta.apply.locator import PathLocator
-from ticdc_delta.apply.sql_session import spark_version
-from ticdc_delta.apply.table_features import COMPATIBLE, FULL
+from ticdc_delta.apply.base.session import spark_version
+from ticdc_delta.apply.places.locator import PathLocator
+from ticdc_delta.apply.tables.features import COMPATIBLE, FULL
 from ticdc_delta.jobs.pipeline import Pipeline
 from ticdc_delta.schema_cache.events import (
     Column,
@@ -71,7 +71,7 @@ def test_compatible_tables_open_in_delta_rs_after_every_ddl_kind(spark, kafka, t
     run_workload(spark, kafka, tmp_path, unique)
 
     tables = sorted(p.parent for p in tmp_path.glob("**/_delta_log"))
-    # (archive.items_2025 is shop.items renamed: in shop.items' folder, `apply.table_places`)
+    # (archive.items_2025 is shop.items renamed: in shop.items' folder, `apply.places.folders`)
     assert {p.relative_to(tmp_path).as_posix() for p in tables} >= {"shop/items", "shop/logs", "shop/tmp"}
     assert any(p.parts[-2] == "_ticdc" for p in tables)
     for table in tables:
@@ -113,7 +113,7 @@ def test_a_table_keeps_its_own_features_when_the_setting_changes(sql, spark, tmp
         [SchemaChange(T, 10, SchemaChangeKind.CREATE, before, AT), RowChange(T, 11, Op.INSERT, None, (1, "a"), before, AT)],
         {"topic": 11},
     )
-    caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.delta_writer")
+    caplog.set_level(logging.WARNING, logger="ticdc_delta.apply.writers.delta_writer")
     applier_for(sql, locator, table_features=COMPATIBLE).apply(
         [
             SchemaChange(T, 20, SchemaChangeKind.ALTER, after, AT, "ALTER TABLE t RENAME COLUMN name TO title"),

@@ -91,9 +91,9 @@ def test_tombstones_of_an_earlier_release_get_the_new_column_and_keep_their_reco
     # Setup: a tombstones table as releases before `held_through` wrote it, with one record.
     # Expect: it reads as removed at its commitTs, held-through unknown; the next record adds the column
     # and is read back with it, by this process and a new one.
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.sql_session import SqlSession
-    from ticdc_delta.apply.tombstones import Removal, Tombstones
+    from ticdc_delta.apply.base.session import SqlSession
+    from ticdc_delta.apply.own_tables.tombstones import Removal, Tombstones
+    from ticdc_delta.apply.places.locator import PathLocator
     from ticdc_delta.schema_cache.events import TableName
 
     sql, locator = SqlSession(spark), PathLocator(str(tmp_path))

@@ -1,4 +1,4 @@
-"""Tables merged at once (`run.apply_concurrency`, `apply.table_pool`): a failing table among committing ones."""
+"""Tables merged at once (`run.apply_concurrency`, `apply.writers.table_pool`): a failing table among committing ones."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 from testbed.demo import demo_changefeed
 from tests.support import assert_table, job_config, publish
 from tests.workloads import DEMO_TABLE_DDLS
-from ticdc_delta.apply.delta_writer import DeltaWriter
-from ticdc_delta.apply.locator import PathLocator
-from ticdc_delta.apply.progress import read_progress
-from ticdc_delta.apply.sql_session import SqlSession
-from ticdc_delta.apply.table_pool import TablePool
+from ticdc_delta.apply.base.session import SqlSession
+from ticdc_delta.apply.places.locator import PathLocator
+from ticdc_delta.apply.tables.markers import read_progress
+from ticdc_delta.apply.writers.delta_writer import DeltaWriter
+from ticdc_delta.apply.writers.table_pool import TablePool
 from ticdc_delta.jobs.pipeline import Pipeline
 from ticdc_delta.schema_cache.events import TableName
 

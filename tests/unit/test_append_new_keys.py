@@ -11,7 +11,7 @@ import pytest
 
 from tests.recording_writer import RecordingWriter, Tombstones, insert, structure
 from ticdc_delta.apply.applier import Applier
-from ticdc_delta.apply.points import AppliedPoint
+from ticdc_delta.apply.tables.points import AppliedPoint
 from ticdc_delta.schema_cache.events import Op, Ordering, Position, RowChange, TableName, TopicPartition
 
 T = TableName("shop", "t")

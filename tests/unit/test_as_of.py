@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 
 from ticdc_delta.apply.as_of import ExactSpan, commit_ts_at, consistent_point, exact_spans
-from ticdc_delta.apply.points import AppliedPoint, PendingBackfill
 from ticdc_delta.apply.progress import AppliedVersion, upstream_time
+from ticdc_delta.apply.tables.points import AppliedPoint, PendingBackfill
 from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import TopicPartition
 

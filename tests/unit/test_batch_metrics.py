@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from ticdc_delta.apply.metrics import PhaseTimes
-from ticdc_delta.apply.metrics_table import COLUMNS, BatchRecord
+from ticdc_delta.apply.base.phases import PhaseTimes
+from ticdc_delta.apply.own_tables.metrics import COLUMNS, BatchRecord
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs import batch_metrics, config
 from ticdc_delta.jobs.batch_metrics import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ticdc_delta.apply.checkpoint import Retention
+from ticdc_delta.apply.own_tables.checkpoint import Retention
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs import config
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ticdc_delta.apply.collapse import NetChange, collapse, collapse_run
+from ticdc_delta.apply.changes.collapse import NetChange, collapse, collapse_run
 from ticdc_delta.schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema
 
 T = TableName("db", "t")

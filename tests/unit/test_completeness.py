@@ -1,9 +1,9 @@
-"""Completeness across topics (`apply.completeness`), as TiCDC's router sends a topic per table: a DDL to the
+"""Completeness across topics (`apply.ordering.completeness`), as TiCDC's router sends a topic per table: a DDL to the
 topic of the table's old name, watermarks only to the topics of the tables replicated now."""
 
 from __future__ import annotations
 
-from ticdc_delta.apply.gate import WatermarkGate
+from ticdc_delta.apply.ordering.gate import WatermarkGate
 from ticdc_delta.schema_cache.events import (
     Op,
     Position,
@@ -111,7 +111,7 @@ def test_topics_by_pattern_release_no_further_than_the_newest_watermark_read_bef
     # then rows and watermarks up to 30.
     # Expect: the release stops at 10 (a topic created since may hold a DDL below 30) until the topics are listed
     # again after the watermarks of 30 were read.
-    from ticdc_delta.apply.completeness import Completeness
+    from ticdc_delta.apply.ordering.completeness import Completeness
 
     gate = WatermarkGate({"a": [0]}, completeness=Completeness({"a": [0]}, capped=True))
     gate.add(mark(10, "a", 0, 0))
@@ -141,7 +141,7 @@ def test_a_topic_that_falls_silent_is_named_once_unless_its_table_was_dropped():
     # Setup: topics a (db.old), b (db.other) and c (db.new); watermarks keep coming on b only, round after round;
     # c's table was dropped (a DDL the job applied).
     # Expect: a named once, after 3 rounds; c, whose table the DROP took away, never.
-    from ticdc_delta.apply.completeness import Completeness
+    from ticdc_delta.apply.ordering.completeness import Completeness
 
     completeness = Completeness({"a": [0], "b": [0], "c": [0]}, silent_rounds=3)
     for topic, table in (("a", OLD), ("b", OTHER), ("c", NEW)):

@@ -1,4 +1,4 @@
-"""The product's own tables written by delta-rs (apply.delta_rs_own_tables), without Spark: creations that race,
+"""The product's own tables written by delta-rs (apply.own_tables.delta_rs), without Spark: creations that race,
 and the lease's conditional UPDATE against rows named by every awkward string."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import threading
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from ticdc_delta.apply.delta_rs_own_tables import DeltaRsOwnTables
+from ticdc_delta.apply.own_tables.delta_rs import DeltaRsOwnTables
 
 UTC = dt.timezone.utc
 COLUMNS = (("consumer", "STRING"), ("revision", "BIGINT"), ("at", "TIMESTAMP"))

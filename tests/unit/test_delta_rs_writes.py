@@ -1,4 +1,4 @@
-"""What delta-rs is given to write (apply.delta_rs, apply.delta_rs_keys, apply.delta_rs_checks), without Spark:
+"""What delta-rs is given to write (apply.writers.delta_rs, apply.writers.delta_rs_keys, apply.tables.delta_rs_checks), without Spark:
 the keys' predicate against tables delta-rs writes and reads back, and the checks that send a MERGE to Spark."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from ticdc_delta.apply.delta_rs import DeltaRs
-from ticdc_delta.apply.delta_rs_checks import files_refusal, properties_refusal, rows_refusal
-from ticdc_delta.apply.delta_rs_keys import COMPOSITE_MAX_ROWS, keys_refusal
-from ticdc_delta.apply.sql_session import CommitTags
+from ticdc_delta.apply.base.session import CommitTags
+from ticdc_delta.apply.tables.delta_rs_checks import files_refusal, properties_refusal, rows_refusal
+from ticdc_delta.apply.writers.delta_rs import DeltaRs
+from ticdc_delta.apply.writers.delta_rs_keys import COMPOSITE_MAX_ROWS, keys_refusal
 from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
 
 # Keys as upstream may hold them: every character the predicate's literal must carry through (quotes, a
@@ -24,7 +24,7 @@ AWKWARD = ["plain", "it's", "back\\slash", "back\\", "nul\x00byte", "new\nline",
 
 
 def _table(tmp_path, schema: TableSchema, rows: list[tuple]) -> str:
-    from ticdc_delta.apply.arrow_types import arrow_type
+    from ticdc_delta.apply.tables.arrow_types import arrow_type
 
     fields = [pa.field(c.name, arrow_type(pa, c.spark_type)) for c in schema.columns]
     columns = list(zip(*rows, strict=True))
@@ -188,7 +188,7 @@ def test_a_merge_whose_keys_may_be_in_more_than_max_read_bytes_of_files_is_spark
     # Expect: the bytes of exactly the files whose key bounds hold a key (none for keys past the end); the
     #    merge touching one file is delta-rs's, the one touching three is refused (False: Spark's), and the
     #    table is unchanged by the refused one.
-    from ticdc_delta.apply.delta_rs_checks import bytes_to_read
+    from ticdc_delta.apply.tables.delta_rs_checks import bytes_to_read
 
     schema = TableSchema(TableName("db", "ranges"), (Column("k", "BIGINT"), Column("v", "STRING")), ("k",))
     path = str(tmp_path / "ranges")

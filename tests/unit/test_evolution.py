@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ticdc_delta.apply.evolution import is_widening, plan, renames_in_statement
+from ticdc_delta.apply.writers.evolution import is_widening, plan, renames_in_statement
 from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
 
 T = TableName("d", "t")

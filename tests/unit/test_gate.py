@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ticdc_delta.apply.gate import WatermarkGate
+from ticdc_delta.apply.ordering.gate import WatermarkGate
 from ticdc_delta.schema_cache.events import (
     Op,
     Position,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ticdc_delta.apply.history import HistoryChoice, history_schema, history_source
+from ticdc_delta.apply.changes.history import HistoryChoice, history_schema, history_source
 from ticdc_delta.exceptions import ApplyError, ConfigError
 from ticdc_delta.jobs import config
 from ticdc_delta.schema_cache.events import Column, Op, Position, RowChange, TableName, TableSchema

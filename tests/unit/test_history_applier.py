@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from tests.recording_writer import Crash, RecordingWriter, Tombstones, insert, structure
 from ticdc_delta.apply.applier import Applier
-from ticdc_delta.apply.history import HistoryChoice
-from ticdc_delta.apply.points import AppliedPoint
+from ticdc_delta.apply.changes.history import HistoryChoice
+from ticdc_delta.apply.tables.points import AppliedPoint
 from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import Op, Position, RowChange, SchemaChange, SchemaChangeKind, TableName
 

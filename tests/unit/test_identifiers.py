@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from ticdc_delta.apply.identifiers import catalog_name, path_segment, quote, sql_string
-from ticdc_delta.apply.locator import PathLocator
+from ticdc_delta.apply.base.identifiers import catalog_name, path_segment, quote, sql_string
+from ticdc_delta.apply.places.locator import PathLocator
 from ticdc_delta.schema_cache.events import TableName
 
 

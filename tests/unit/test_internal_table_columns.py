@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from pyspark.errors import AnalysisException
 
-from ticdc_delta.apply.internal_tables import _add_missing_columns
+from ticdc_delta.apply.own_tables.base import _add_missing_columns
 
 COLUMNS = [("consumer", "STRING"), ("round", "BIGINT"), ("table_seconds", "ARRAY<STRUCT<`seconds`: DOUBLE>>")]
 

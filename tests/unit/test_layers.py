@@ -17,10 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"ticdc_delta": ROOT / "ticdc_delta", "ticdc_delta.schema_cache": ROOT / "schema_cache",
            "ticdc_delta.apply": ROOT / "apply", "ticdc_delta.jobs": ROOT / "jobs"}
 # The applier's decisions, apart from the Delta I/O that carries them out.
-PURE = ["ticdc_delta.apply.gate", "ticdc_delta.apply.collapse", "ticdc_delta.apply.evolution",
-        "ticdc_delta.apply.replay", "ticdc_delta.apply.points", "ticdc_delta.apply.spill",
-        "ticdc_delta.apply.changes", "ticdc_delta.apply.merge_source", "ticdc_delta.apply.history",
-        "ticdc_delta.apply.table_places"]
+PURE = ["ticdc_delta.apply.ordering.gate", "ticdc_delta.apply.changes.collapse", "ticdc_delta.apply.writers.evolution",
+        "ticdc_delta.apply.replay", "ticdc_delta.apply.tables.points", "ticdc_delta.apply.ordering.spill",
+        "ticdc_delta.apply.changes.table_changes", "ticdc_delta.apply.changes.merge_source", "ticdc_delta.apply.changes.history",
+        "ticdc_delta.apply.places.folders"]
 
 
 def _modules() -> dict[str, Path]:
@@ -157,3 +157,49 @@ def _cycles() -> set[tuple[str, str]]:
 
 def test_no_two_modules_import_each_other():
     assert _cycles() == set()
+
+
+# apply/'s rooms, each with the rooms it may import (its own included); the top (the applier and the features on
+# it: "") may import any. docs/architecture.md draws them.
+APPLY_ROOMS = {
+    "base": {"base"},
+    "ordering": {"ordering"},
+    "tables": {"tables", "base"},
+    "changes": {"changes", "tables", "base"},
+    "own_tables": {"own_tables", "tables", "base"},
+    "places": {"places", "own_tables", "tables", "base"},
+    "writers": {"writers", "places", "changes", "tables", "base"},
+}
+
+
+def _room(module: str) -> str:
+    """The room of an apply module ("" for the top: apply/*.py)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 else ""
+
+
+def _upward(module: str, imported: str) -> bool:
+    """Whether `module` (of apply) importing `imported` goes against the rooms' order."""
+    if not _in(imported, "ticdc_delta.apply") or imported == "ticdc_delta.apply":
+        return False
+    room, other = _room(module), _room(imported)
+    if imported.count(".") == 2 and imported.split(".")[2] in APPLY_ROOMS:
+        other = imported.split(".")[2]  # (a room's package itself)
+    return room != "" and other not in APPLY_ROOMS[room]
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _in(m, "ticdc_delta.apply")))
+def test_apply_s_rooms_import_only_the_rooms_below_them(module):
+    # Expect: every import a module of apply/ makes (deferred ones too) goes down the rooms, never up or across.
+    assert _room(module) in APPLY_ROOMS or _room(module) == "", f"{module}: a room the layering does not know"
+    assert [n for n in direct_imports(module) if _upward(module, n)] == []
+
+
+def test_an_upward_import_is_caught():
+    # Expect: the check can fail: a table marker importing a writer, an own table importing the locator, the gate
+    # importing a session are each upward or across.
+    assert _upward("ticdc_delta.apply.tables.markers", "ticdc_delta.apply.writers.delta_rs")
+    assert _upward("ticdc_delta.apply.own_tables.checkpoint", "ticdc_delta.apply.places.locator")
+    assert _upward("ticdc_delta.apply.ordering.gate", "ticdc_delta.apply.base.session")
+    assert not _upward("ticdc_delta.apply.writers.delta_writer", "ticdc_delta.apply.places.locator")
+    assert not _upward("ticdc_delta.apply.applier", "ticdc_delta.apply.writers.delta_writer")

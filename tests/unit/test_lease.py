@@ -15,9 +15,9 @@ import threading
 
 import pytest
 
-from ticdc_delta.apply.lease import ConsumerLease
-from ticdc_delta.apply.lease_store import LeaseRecord
-from ticdc_delta.apply.process_identity import process_gone, process_identity, processes_identity
+from ticdc_delta.apply.own_tables.lease import ConsumerLease
+from ticdc_delta.apply.own_tables.lease_store import LeaseRecord
+from ticdc_delta.apply.own_tables.process_identity import process_gone, process_identity, processes_identity
 from ticdc_delta.exceptions import ApplyError, LeaseHeldError, LeaseLostError
 
 

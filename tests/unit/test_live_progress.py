@@ -145,7 +145,7 @@ def test_a_phase_under_way_shows_what_it_works_on_until_the_batch_ends(terminal)
     # third of twenty tables, then the batch's end.
     # Expect: the line names the phase and the table as the MERGE begins (not a stalled count), and drops
     # it once the batch is applied.
-    from ticdc_delta.apply.metrics import PhaseTimes
+    from ticdc_delta.apply.base.phases import PhaseTimes
 
     stream, read = terminal
     clock = Clock()

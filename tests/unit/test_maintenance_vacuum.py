@@ -6,8 +6,8 @@ from contextlib import nullcontext
 
 import pytest
 
-from ticdc_delta.apply.locator import PathLocator
 from ticdc_delta.apply.maintenance import TableMaintenance
+from ticdc_delta.apply.places.locator import PathLocator
 from ticdc_delta.schema_cache.events import TableName
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ticdc_delta.apply.points import AppliedPoint, TableProgress
-from ticdc_delta.apply.progress import read_progress
+from ticdc_delta.apply.tables.markers import read_progress
+from ticdc_delta.apply.tables.points import AppliedPoint, TableProgress
 
 
 class _History:

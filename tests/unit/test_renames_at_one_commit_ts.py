@@ -12,8 +12,8 @@ import pytest
 
 from tests.recording_writer import Crash, RecordingWriter, Tombstones, insert, structure
 from ticdc_delta.apply.applier import Applier
-from ticdc_delta.apply.history import HistoryChoice
-from ticdc_delta.apply.points import AppliedPoint
+from ticdc_delta.apply.changes.history import HistoryChoice
+from ticdc_delta.apply.tables.points import AppliedPoint
 from ticdc_delta.schema_cache.events import Position, SchemaChange, SchemaChangeKind, TableName
 
 SWAP_TS = 20

@@ -6,9 +6,9 @@ in tests/e2e/test_dead_letter_replay.py.
 
 from __future__ import annotations
 
-from ticdc_delta.apply.collapse import NetChange
-from ticdc_delta.apply.points import AppliedPoint, TableProgress
+from ticdc_delta.apply.changes.collapse import NetChange
 from ticdc_delta.apply.replay import Scan, plan_replay, still_held
+from ticdc_delta.apply.tables.points import AppliedPoint, TableProgress
 from ticdc_delta.schema_cache.events import (
     Column,
     Op,

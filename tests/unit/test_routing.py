@@ -1,4 +1,4 @@
-"""The `[[tables]]` rules (apply.routing): which upstream tables are materialized and under which names.
+"""The `[[tables]]` rules (apply.places.routing): which upstream tables are materialized and under which names.
 
 The rules' checks, the routes taken and saved with checkpoints, and a batch applied through them by the
 applier against the recording stand-in for the Delta writer (tests/recording_writer.py). Real Kafka topics
@@ -14,7 +14,7 @@ import pytest
 
 from tests.recording_writer import RecordingWriter, Tombstones, insert, structure
 from ticdc_delta.apply.applier import Applier
-from ticdc_delta.apply.routing import Routes, rules_of
+from ticdc_delta.apply.places.routing import Routes, rules_of
 from ticdc_delta.exceptions import ConfigError
 from ticdc_delta.jobs.config import from_mapping
 from ticdc_delta.jobs.spark_engine.runs import StagedChanges, StagedRun
@@ -187,7 +187,7 @@ def test_a_table_skipped_before_is_not_materialized_later_without_its_rows():
 def test_a_table_skipped_from_now_on_is_told_once_and_stays_as_it_is(caplog):
     saved = saved_after(RULES, "crm.leads")
     routes = Routes(rules_of([{"match": "crm.leads", "skip": True}]))
-    with caplog.at_level(logging.WARNING, "ticdc_delta.apply.routing"):
+    with caplog.at_level(logging.WARNING, "ticdc_delta.apply.places.routing"):
         routes.restore(saved, lambda: [])
     assert "crm.leads is skipped from now on; its table crm.leads stays as it is" in caplog.text
     assert routes.target(name("crm.leads")) is None

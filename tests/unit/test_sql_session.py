@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from delta.exceptions import ConcurrentAppendException
 
-from ticdc_delta.apply.sql_session import CommitTags, SqlSession, is_commit_conflict
+from ticdc_delta.apply.base.session import CommitTags, SqlSession, is_commit_conflict
 from ticdc_delta.exceptions import ConcurrentCommitError, LeaseLostError
 
 

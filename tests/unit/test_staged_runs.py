@@ -131,9 +131,9 @@ def test_a_small_releases_run_merges_its_rows_held_in_memory_as_the_driver_engin
     # Expect: the run's changes are its own rows alone, in order, all in its structure (the key-only delete's
     #    key in the key column, NULL elsewhere); its MERGE source is rows held in memory: per key its net change
     #    since the table's point (10: the rows at 10 left out), as the driver engine's collapse gives them.
-    from ticdc_delta.apply.locator import PathLocator
-    from ticdc_delta.apply.merge_source import SourceRows
-    from ticdc_delta.apply.points import AppliedPoint
+    from ticdc_delta.apply.changes.merge_source import SourceRows
+    from ticdc_delta.apply.places.locator import PathLocator
+    from ticdc_delta.apply.tables.points import AppliedPoint
     from ticdc_delta.jobs.spark_engine.runs import StagedChanges
     from ticdc_delta.jobs.spark_engine.staging import StagingTable
 

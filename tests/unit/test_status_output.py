@@ -87,8 +87,8 @@ def test_what_waited_at_the_checkpoint_and_for_what():
     # a row parked on cdc/0 for its schema; the newest watermark 90 s after the oldest wait.
     # Expect: a section per partition (events, oldest commitTs, how far behind, table, kind), then what holds
     # each, in the text; both in the JSON.
-    from ticdc_delta.apply.completeness import Completeness
-    from ticdc_delta.apply.gate import Waiting
+    from ticdc_delta.apply.ordering.completeness import Completeness
+    from ticdc_delta.apply.ordering.gate import Waiting
     from ticdc_delta.jobs.waits import decode, encode, waits
     from ticdc_delta.schema_cache.events import Position, RawMessage, TableName, Watermark
     from ticdc_delta.schema_cache.events import TopicPartition as TP
@@ -120,8 +120,8 @@ def test_what_waited_at_the_checkpoint_and_for_what():
 
 
 def test_a_long_wait_and_a_silent_topic_are_each_named_once(caplog):
-    from ticdc_delta.apply.completeness import Completeness
-    from ticdc_delta.apply.gate import Waiting
+    from ticdc_delta.apply.ordering.completeness import Completeness
+    from ticdc_delta.apply.ordering.gate import Waiting
     from ticdc_delta.jobs.waits import WaitWarnings, waits
     from ticdc_delta.schema_cache.events import Position, TableName, Watermark
     from ticdc_delta.schema_cache.events import TopicPartition as TP

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ticdc_delta.apply.identifiers import delta_column_name, upstream_column_name
-from ticdc_delta.apply.table_features import COMPATIBLE, FULL, TableLayout
+from ticdc_delta.apply.base.identifiers import delta_column_name, upstream_column_name
+from ticdc_delta.apply.tables.features import COMPATIBLE, FULL, TableLayout
 from ticdc_delta.schema_cache.events import Column, TableName, TableSchema
 
 

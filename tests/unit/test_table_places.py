@@ -1,10 +1,10 @@
-"""Which folder holds each path table (`apply.table_places`), from the registry's rows."""
+"""Which folder holds each path table (`apply.places.folders`), from the registry's rows."""
 
 from __future__ import annotations
 
 import pytest
 
-from ticdc_delta.apply.table_places import Entry, TablePlaces, usual_folder
+from ticdc_delta.apply.places.folders import Entry, TablePlaces, usual_folder
 from ticdc_delta.exceptions import ApplyError
 from ticdc_delta.schema_cache.events import TableName
 

@@ -1,4 +1,4 @@
-"""Tables merged at once (`apply.table_pool`): each thread its own writer, all work ends before a failure is raised."""
+"""Tables merged at once (`apply.writers.table_pool`): each thread its own writer, all work ends before a failure is raised."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ticdc_delta.apply.table_pool import TablePool
+from ticdc_delta.apply.writers.table_pool import TablePool
 
 
 class _Writer:

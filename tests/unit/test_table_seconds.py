@@ -10,7 +10,7 @@ import time
 
 from tests.recording_writer import RecordingWriter, Tombstones, insert, structure
 from ticdc_delta.apply.applier import Applier
-from ticdc_delta.apply.points import AppliedPoint
+from ticdc_delta.apply.tables.points import AppliedPoint
 from ticdc_delta.schema_cache.events import Position, SchemaChange, SchemaChangeKind, TableName
 
 SLOW, FAST, OLD = TableName("shop", "slow"), TableName("shop", "fast"), TableName("shop", "old")
